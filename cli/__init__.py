@@ -1,0 +1,1 @@
+"""The `meltwater` command line."""

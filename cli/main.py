@@ -1,0 +1,53 @@
+"""Entry point of the `meltwater` console script.
+
+Subcommands register themselves in `COMMANDS`; each gets its own argparse sub-parser.
+Errors that are the user's (a `MeltwaterError`) print one line and exit with status 2;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+
+from meltwater.planner.errors import MeltwaterError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _version(_: argparse.Namespace) -> int:
+    for dist in ("meltwater", "pyarrow", "fastavro", "pyspark", "watchdog"):
+        try:
+            print(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            print(f"{dist} (not installed)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="meltwater",
+        description="Change streams from Apache Iceberg tables.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    version = commands.add_parser("version", help="print the versions of meltwater and its engines")
+    version.set_defaults(handler=_version)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except MeltwaterError as error:
+        print(f"meltwater: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Destinations for change streams: file archives and database mirrors, exactly once."""
