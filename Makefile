@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine (see README.md): `make demo` and `make test`.
+# Everything else here is what those two need: system packages, the virtualenv, the install.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint sysdeps
+
+# System packages the Iceberg Java writer needs (a JDK and Debian's jarjar). Needs root.
+sysdeps:
+	@if ! command -v javac >/dev/null || [ ! -f /usr/share/java/jarjar.jar ]; then \
+	  echo "installing openjdk-17-jdk-headless and libjarjar-java"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    openjdk-17-jdk-headless libjarjar-java >/dev/null; \
+	fi
+
+$(BIN)/meltwater: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+demo: $(BIN)/meltwater
+	$(BIN)/meltwater --help
+
+lint: $(BIN)/meltwater
+	$(BIN)/ruff check .
+
+test: sysdeps $(BIN)/meltwater lint
+	$(BIN)/pytest

@@ -1,0 +1,50 @@
+"""Session fixtures: the Iceberg Java corpus, built once and shared by every test.
+
+The corpus is mandatory. If it cannot be built (no JDK, no jarjar, no network to PyPI) the
+tests that need it fail with a message saying how to fix it; they never skip silently.
+"""
+
+from __future__ import annotations
+
+import pytest
+from corpus.build import ensure_corpus
+from corpus.loader import Corpus
+from corpus.writer_env import WriterEnvError
+
+_corpus: Corpus | None = None
+_error: str | None = None
+
+
+def _load() -> Corpus:
+    global _corpus, _error
+    if _corpus is None and _error is None:
+        try:
+            _corpus = Corpus(ensure_corpus(log=lambda m: print(m, flush=True)))
+        except WriterEnvError as error:
+            _error = str(error)
+    if _error is not None:
+        pytest.fail(f"the Iceberg Java corpus is unavailable: {_error}", pytrace=False)
+    return _corpus
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Corpus:
+    return _load()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Report what the corpus covers: snapshots and delete files by kind, per scenario."""
+    if _corpus is None:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("Iceberg Java corpus")
+    write(f"{_corpus.root}")
+    write(f"{'scenario':<28} {'fmt':>3} {'snaps':>5} {'expired':>7} {'pos':>4} {'eq':>4} "
+          f"{'dv':>4}  iceberg changelog scan")
+    for scenario in _corpus.scenarios.values():
+        snaps = scenario.snapshots
+        kinds = scenario.delete_files
+        write(f"{scenario.name:<28} {scenario.format_version:>3} {len(snaps):>5} "
+              f"{sum(s.expired for s in snaps):>7} {kinds['position']:>4} "
+              f"{kinds['equality']:>4} {kinds['dv']:>4}  "
+              f"{scenario.record['iceberg_changelog'][:60]}")
