@@ -1,0 +1,126 @@
+"""What manifests say about files: data and delete file descriptions, entries, manifests.
+
+These are plain frozen dataclasses so that tasks built from them pickle to Spark executors.
+Column metrics (`lower_bounds`, `upper_bounds`) are already decoded from the spec's
+single-value binary form into internal values (see `meltwater.planner.types`), and
+partition values are tuples in the spec's field order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class FileContent(IntEnum):
+    DATA = 0
+    POSITION_DELETES = 1
+    EQUALITY_DELETES = 2
+
+
+class EntryStatus(IntEnum):
+    EXISTING = 0
+    ADDED = 1
+    DELETED = 2
+
+
+class ManifestContent(IntEnum):
+    DATA = 0
+    DELETES = 1
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file or a delete file (`content` tells which), as a manifest entry describes it."""
+
+    content: FileContent
+    file_path: str
+    file_format: str  # PARQUET, ORC, AVRO or PUFFIN (deletion vectors)
+    spec_id: int
+    partition: tuple[Any, ...]
+    record_count: int
+    file_size_in_bytes: int
+    column_sizes: dict[int, int] = field(default_factory=dict)
+    value_counts: dict[int, int] = field(default_factory=dict)
+    null_value_counts: dict[int, int] = field(default_factory=dict)
+    nan_value_counts: dict[int, int] = field(default_factory=dict)
+    lower_bounds: dict[int, Any] = field(default_factory=dict)
+    upper_bounds: dict[int, Any] = field(default_factory=dict)
+    split_offsets: tuple[int, ...] | None = None
+    equality_ids: tuple[int, ...] | None = None
+    sort_order_id: int | None = None
+    first_row_id: int | None = None
+    referenced_data_file: str | None = None
+    content_offset: int | None = None
+    content_size_in_bytes: int | None = None
+    key_metadata: bytes | None = None
+
+    @property
+    def is_deletion_vector(self) -> bool:
+        return self.file_format == "PUFFIN"
+
+    def without_stats(self) -> DataFile:
+        """A copy without column metrics, to keep tasks small once planning used them."""
+        return DataFile(
+            self.content, self.file_path, self.file_format, self.spec_id, self.partition,
+            self.record_count, self.file_size_in_bytes, split_offsets=self.split_offsets,
+            equality_ids=self.equality_ids, sort_order_id=self.sort_order_id,
+            first_row_id=self.first_row_id, referenced_data_file=self.referenced_data_file,
+            content_offset=self.content_offset, content_size_in_bytes=self.content_size_in_bytes,
+            key_metadata=self.key_metadata,
+        )
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One row of a manifest: a file, whether it was added/kept/removed, and its lineage.
+
+    `sequence_number` is the file's data sequence number after inheritance (for v1 tables
+    always 0); `file_sequence_number` the sequence number of the commit that added it.
+    """
+
+    status: EntryStatus
+    snapshot_id: int | None
+    sequence_number: int
+    file_sequence_number: int | None
+    file: DataFile
+
+
+@dataclass(frozen=True)
+class PartitionFieldSummary:
+    contains_null: bool
+    contains_nan: bool | None
+    lower_bound: Any
+    upper_bound: Any
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """One row of a manifest list."""
+
+    manifest_path: str
+    manifest_length: int
+    partition_spec_id: int
+    content: ManifestContent
+    sequence_number: int
+    min_sequence_number: int
+    added_snapshot_id: int | None
+    added_files_count: int | None
+    existing_files_count: int | None
+    deleted_files_count: int | None
+    added_rows_count: int | None
+    existing_rows_count: int | None
+    deleted_rows_count: int | None
+    partitions: tuple[PartitionFieldSummary, ...] | None
+    key_metadata: bytes | None = None
+    first_row_id: int | None = None
+
+    def has_added_files(self) -> bool:
+        return self.added_files_count is None or self.added_files_count > 0
+
+    def has_existing_files(self) -> bool:
+        return self.existing_files_count is None or self.existing_files_count > 0
+
+    def has_deleted_files(self) -> bool:
+        return self.deleted_files_count is None or self.deleted_files_count > 0
