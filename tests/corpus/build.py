@@ -8,6 +8,7 @@ tells a complete corpus from one interrupted half-way.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -35,6 +36,15 @@ def ensure_corpus(log=print) -> Path:
     home = cache_root() / f"corpus-{generator_version()}"
     if (home / "READY").exists():
         return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with open(home.parent / f"{home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one generator at a time; the others wait for it
+        if (home / "READY").exists():
+            return home
+        return _generate(home, log)
+
+
+def _generate(home: Path, log) -> Path:
     env = ensure_writer_env(log)
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)

@@ -376,3 +376,23 @@ def random_mix(w: Recorder) -> None:
                      WHEN MATCHED THEN UPDATE SET *
                      WHEN NOT MATCHED THEN INSERT *""",
                   f"random merge of {len(matched)} matched and {len(fresh)} new ids")
+
+
+@scenario("v2", "ORC data and delete files", "Avro data and delete files",
+          "Parquet, ORC and Avro files in one table")
+def file_formats(w: Recorder) -> None:
+    w.sql(f"""CREATE TABLE {{t}} (id bigint, name string, amount decimal(9,2), d date)
+              USING iceberg PARTITIONED BY (bucket(2, id))
+              TBLPROPERTIES ({V2_MOR}, 'write.format.default'='orc')""")
+    w.sql("""INSERT INTO {t} SELECT id, concat('orc', id), cast(id * 1.25 AS decimal(9,2)),
+             date_add(date'2023-01-01', cast(id AS int)) FROM range(1, 31)""", "ORC append")
+    w.sql("DELETE FROM {t} WHERE id % 6 = 0", "MOR delete with ORC delete files")
+    w.sql("ALTER TABLE {t} SET TBLPROPERTIES ('write.format.default'='avro')", "switch to Avro")
+    w.sql("""INSERT INTO {t} SELECT id, concat('avro', id), cast(id AS decimal(9,2)),
+             date_add(date'2023-06-01', cast(id AS int)) FROM range(31, 51)""", "Avro append")
+    w.sql("DELETE FROM {t} WHERE id % 7 = 0", "MOR delete with Avro delete files")
+    w.sql("UPDATE {t} SET name = concat(name, '!') WHERE id % 5 = 0", "MOR update in Avro")
+    w.sql("ALTER TABLE {t} SET TBLPROPERTIES ('write.format.default'='parquet')",
+          "back to Parquet")
+    w.sql("INSERT INTO {t} VALUES (100, 'pq', 1.00, date'2024-01-01')", "Parquet append")
+    w.sql("DELETE FROM {t} WHERE id IN (1, 31, 100)", "MOR delete across three formats")
