@@ -1,0 +1,196 @@
+"""The one planning engine: manifests in, pruned entries and scan tasks out.
+
+Snapshot scans, incremental scans and change scans differ only in which manifests they hand
+over and which entries they keep (`entry_filter`); everything else, from manifest pruning
+by partition summaries and file counts, through per-file partition and metrics pruning, to
+delete matching and residuals, is the same and lives here.
+
+Pruning is counted in `PlanStats`, which `meltwater plan` prints: a plan that reads less
+says so in numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+
+from meltwater.planner.delete_index import DeleteFileIndex
+from meltwater.planner.evaluators import FilterEvaluators
+from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression, Op, predicates, rewrite_not
+from meltwater.planner.files import EntryStatus, FileContent, ManifestEntry, ManifestFile
+from meltwater.planner.manifests import ManifestReader
+from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.types import Schema
+
+EntryFilter = Callable[[ManifestFile, ManifestEntry], bool]
+_NULL_SENSITIVE = (Op.NOT_EQ, Op.NOT_IN, Op.NOT_STARTS_WITH)
+
+
+@dataclass
+class PlanStats:
+    """What planning looked at and what pruning saved, for `meltwater plan` and benchmarks."""
+
+    data_manifests: int = 0
+    delete_manifests: int = 0
+    manifests_skipped_by_partition: int = 0
+    manifests_skipped_by_counts: int = 0
+    manifests_read: int = 0
+    data_files_considered: int = 0
+    data_files_skipped_by_partition: int = 0
+    data_files_skipped_by_metrics: int = 0
+    delete_files_considered: int = 0
+    delete_files_skipped_by_partition: int = 0
+    delete_files_skipped_by_metrics: int = 0
+    delete_files_matched: int = 0
+    tasks: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+
+def default_workers() -> int:
+    return min(8, (os.cpu_count() or 2) + 2)
+
+
+class ManifestGroup:
+    """Plans over a set of data and delete manifests with one row filter.
+
+    `row_filter` must be bound to `schema`. `entry_filter` decides which entries count
+    (a snapshot scan keeps live ones; an incremental scan keeps those a range added).
+    """
+
+    def __init__(self, reader: ManifestReader, schema: Schema,
+                 data_manifests: Sequence[ManifestFile],
+                 delete_manifests: Sequence[ManifestFile] = (), *,
+                 row_filter: Expression = TRUE, ignore_residuals: bool = False,
+                 entry_filter: EntryFilter | None = None,
+                 manifest_filter: Callable[[ManifestFile], bool] | None = None,
+                 workers: int | None = None, stats: PlanStats | None = None) -> None:
+        self.reader = reader
+        self.metadata = reader.metadata
+        self.schema = schema
+        self.data_manifests = list(data_manifests)
+        self.delete_manifests = list(delete_manifests)
+        self.row_filter = row_filter
+        self.ignore_residuals = ignore_residuals
+        self.entry_filter = entry_filter or (lambda _m, e: e.status != EntryStatus.DELETED)
+        self.manifest_filter = manifest_filter
+        self.workers = workers or default_workers()
+        self.stats = stats or PlanStats()
+        self._filtered = not isinstance(row_filter, AlwaysTrue)
+        self._evaluators = FilterEvaluators(schema, row_filter, self.metadata.specs)
+        if self._filtered:  # build every per-spec evaluator now, before threads share them
+            for spec_id in self.metadata.specs:
+                self._evaluators.manifest_evaluator(spec_id)
+                self._evaluators.partition_evaluator(spec_id)
+                self._evaluators.residual_evaluator(spec_id)
+            _ = self._evaluators.metrics_evaluator
+        # Iceberg's residuals treat `x != v` as true for null x; a user's filter follows
+        # SQL, where it is not. Such filters are applied whole instead of as residuals.
+        self._whole_filter = any(getattr(p, "op", None) in _NULL_SENSITIVE
+                                 for p in predicates(rewrite_not(row_filter)))
+
+    def _residual(self, spec_id: int, partition: tuple) -> Expression:
+        if self.ignore_residuals or not self._filtered:
+            return TRUE
+        if self._whole_filter:
+            return self.row_filter
+        return self._evaluators.residual_evaluator(spec_id).residual_for(partition)
+
+    # -- manifests ----------------------------------------------------------------------
+    def _matching_manifests(self, manifests: Iterable[ManifestFile], *, for_deletes: bool):
+        for manifest in manifests:
+            if self.manifest_filter is not None and not self.manifest_filter(manifest):
+                continue
+            if not (manifest.has_added_files() or manifest.has_existing_files()
+                    or manifest.has_deleted_files()):
+                self.stats.add(manifests_skipped_by_counts=1)
+                continue
+            if self._filtered and not self._evaluators.may_match(manifest):
+                self.stats.add(manifests_skipped_by_partition=1)
+                continue
+            yield manifest
+
+    def _entries_of(self, manifest: ManifestFile) -> list[ManifestEntry]:
+        """The entries of one manifest that pass the entry filter and pruning."""
+        entries = self.reader.entries(manifest)
+        is_delete = manifest.content != 0
+        kept: list[ManifestEntry] = []
+        partition_ok = (self._evaluators.partition_evaluator(manifest.partition_spec_id)
+                        if self._filtered else None)
+        skipped_partition = skipped_metrics = considered = 0
+        for entry in entries:
+            if not self.entry_filter(manifest, entry):
+                continue
+            considered += 1
+            if partition_ok is not None and not partition_ok.eval(entry.file.partition):
+                skipped_partition += 1
+                continue
+            if self._filtered and not self._may_match(entry):
+                skipped_metrics += 1
+                continue
+            kept.append(entry)
+        if is_delete:
+            self.stats.add(manifests_read=1, delete_files_considered=considered,
+                           delete_files_skipped_by_partition=skipped_partition,
+                           delete_files_skipped_by_metrics=skipped_metrics)
+        else:
+            self.stats.add(manifests_read=1, data_files_considered=considered,
+                           data_files_skipped_by_partition=skipped_partition,
+                           data_files_skipped_by_metrics=skipped_metrics)
+        return kept
+
+    def _may_match(self, entry: ManifestEntry) -> bool:
+        """Metrics pruning; position delete files carry no column metrics worth using."""
+        if entry.file.content == FileContent.POSITION_DELETES:
+            return True
+        return self._evaluators.metrics_evaluator.may_match(entry.file)
+
+    def _map_manifests(self, manifests: list[ManifestFile], work: Callable[[ManifestFile], list]):
+        """Apply `work` to each manifest on a thread pool, results in manifest order."""
+        if len(manifests) <= 1 or self.workers <= 1:
+            return [work(m) for m in manifests]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(manifests))) as pool:
+            return list(pool.map(work, manifests))
+
+    def entries(self, *, deletes: bool = False) -> Iterator[tuple[ManifestFile, ManifestEntry]]:
+        """Pruned entries of the data (or delete) manifests, with the manifest they came from."""
+        source = self.delete_manifests if deletes else self.data_manifests
+        self.stats.add(**({"delete_manifests": len(source)} if deletes
+                          else {"data_manifests": len(source)}))
+        manifests = list(self._matching_manifests(source, for_deletes=deletes))
+        for manifest, kept in zip(manifests, self._map_manifests(manifests, self._entries_of),
+                                  strict=True):
+            for entry in kept:
+                yield manifest, entry
+
+    def delete_index(self) -> DeleteFileIndex:
+        index = DeleteFileIndex(self.metadata.specs, self.metadata.field_types)
+        for _, entry in self.entries(deletes=True):
+            if entry.status != EntryStatus.DELETED:
+                index.add(DeleteFileRef(entry.file, entry.sequence_number))
+        return index
+
+    def plan_files(self, deletes: DeleteFileIndex | None = None) -> list[FileScanTask]:
+        """One task per data file: the file, its applicable deletes and its residual."""
+        deletes = deletes if deletes is not None else self.delete_index()
+        tasks = []
+        matched: set[str] = set()
+        for _, entry in self.entries():
+            data_file = entry.file
+            applied = deletes.for_data_file(entry.sequence_number, data_file)
+            matched.update(ref.file.file_path + str(ref.file.content_offset) for ref in applied)
+            tasks.append(FileScanTask(
+                data_file=data_file, sequence_number=entry.sequence_number, deletes=applied,
+                residual=self._residual(data_file.spec_id, data_file.partition)))
+        self.stats.add(delete_files_matched=len(matched), tasks=len(tasks))
+        return tasks

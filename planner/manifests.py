@@ -1,0 +1,325 @@
+"""Manifest lists and manifests, read with fastavro into `planner.files` models.
+
+Two spec rules live here because every reader of manifests needs them:
+- sequence number inheritance: an ADDED entry with a null (data or file) sequence number
+  takes the sequence number of the manifest that added it (v1 manifests have none: 0), and
+  a null snapshot id takes the manifest's added snapshot id;
+- v1 field names: v1 manifest lists say `added_data_files_count` where v2 says
+  `added_files_count` (same field ids).
+
+Manifests are immutable, so decoded manifests are cached by path: a stream advancing one
+snapshot at a time, or repeated plans of the same table, never decode a file twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from io import BytesIO
+from typing import Any
+
+import fastavro
+
+from meltwater.planner.conversions import from_bytes
+from meltwater.planner.fileio import FileIO, FileNotFound
+from meltwater.planner.files import (
+    DataFile,
+    EntryStatus,
+    FileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+    PartitionFieldSummary,
+)
+from meltwater.planner.metadata import (
+    CorruptMetadata,
+    Snapshot,
+    TableMetadata,
+    UnsupportedFeature,
+)
+from meltwater.planner.partitioning import PartitionSpec
+from meltwater.planner.types import LONG, STRING, IcebergType, PrimitiveType
+
+# Reserved field ids of position delete files' columns (spec: "Reserved Field IDs").
+FILE_PATH_ID = 2147483546
+POS_ID = 2147483545
+RESERVED_TYPES: dict[int, IcebergType] = {FILE_PATH_ID: STRING, POS_ID: LONG}
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _partition_value(value: Any, type_: IcebergType) -> Any:
+    """fastavro applies Avro logical types; turn its objects back into internal values."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        delta = aware - _EPOCH
+        micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+        if isinstance(type_, PrimitiveType) and type_.name.endswith("_ns"):
+            return micros * 1000
+        return micros
+    if isinstance(value, dt.date):
+        return (value - _EPOCH_DATE).days
+    if isinstance(value, dt.time):
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 \
+            + value.microsecond
+    if isinstance(type_, PrimitiveType):
+        if type_.kind == "uuid":
+            return value if isinstance(value, uuid.UUID) else uuid.UUID(
+                bytes=value) if isinstance(value, bytes) else uuid.UUID(str(value))
+        if type_.kind == "decimal" and not isinstance(value, Decimal):
+            return Decimal(value)
+    return value
+
+
+class _Decoder:
+    """Decodes one table's manifests: bound and partition types looked up once."""
+
+    def __init__(self, metadata: TableMetadata) -> None:
+        self.types: dict[int, IcebergType] = {**metadata.field_types, **RESERVED_TYPES}
+        self.partition_types: dict[int, list[IcebergType]] = {}
+        for spec_id, spec in metadata.specs.items():
+            self.partition_types[spec_id] = [
+                t.type for t in spec.partition_type(metadata.schema).fields]
+        self.specs = metadata.specs
+
+    def bounds(self, pairs: list[dict[str, Any]] | None) -> dict[int, Any]:
+        if not pairs:
+            return {}
+        decoded = {}
+        types = self.types
+        for pair in pairs:
+            field_id = pair["key"]
+            type_ = types.get(field_id)
+            if isinstance(type_, PrimitiveType):
+                try:
+                    decoded[field_id] = from_bytes(type_, pair["value"])
+                except (ValueError, TypeError, ArithmeticError):
+                    continue  # an undecodable bound only costs pruning, never correctness
+        return decoded
+
+    def partition(self, spec: PartitionSpec, record: dict[str, Any] | None) -> tuple[Any, ...]:
+        if not spec.fields:
+            return ()
+        types = self.partition_types.get(spec.spec_id) or [None] * len(spec.fields)
+        record = record or {}
+        return tuple(_partition_value(record.get(f.name), t)
+                     for f, t in zip(spec.fields, types, strict=True))
+
+
+def _counts(pairs: list[dict[str, Any]] | None) -> dict[int, int]:
+    return {p["key"]: p["value"] for p in pairs} if pairs else {}
+
+
+def _open_avro(io: FileIO, location: str, what: str):
+    try:
+        data = io.read_bytes(location)
+    except FileNotFound:
+        raise CorruptMetadata(f"{location}: {what} not found") from None
+    try:
+        return fastavro.reader(BytesIO(data))
+    except Exception as error:  # fastavro raises several unrelated types on bad input
+        raise CorruptMetadata(f"{location}: not a readable Avro {what} ({error})") from None
+
+
+def read_manifest_list(io: FileIO, location: str, metadata: TableMetadata) -> list[ManifestFile]:
+    """The manifests of a snapshot, with v1 counts and sequence numbers normalized."""
+    reader = _open_avro(io, location, "manifest list")
+    manifests = []
+    try:
+        for rec in reader:
+            spec_id = rec.get("partition_spec_id", 0)
+            spec = metadata.specs.get(spec_id)
+            summaries = rec.get("partitions")
+            partitions = None
+            if summaries is not None and spec is not None:
+                types = [f.type for f in spec.partition_type(metadata.schema).fields]
+                partitions = tuple(
+                    PartitionFieldSummary(
+                        s.get("contains_null", True), s.get("contains_nan"),
+                        _bound(t, s.get("lower_bound")), _bound(t, s.get("upper_bound")))
+                    for s, t in zip(summaries, types, strict=True))
+            manifests.append(ManifestFile(
+                manifest_path=rec["manifest_path"], manifest_length=rec["manifest_length"],
+                partition_spec_id=spec_id,
+                content=ManifestContent(rec.get("content", 0)),
+                sequence_number=rec.get("sequence_number", 0) or 0,
+                min_sequence_number=rec.get("min_sequence_number", 0) or 0,
+                added_snapshot_id=rec.get("added_snapshot_id"),
+                added_files_count=_first(rec, "added_files_count", "added_data_files_count"),
+                existing_files_count=_first(rec, "existing_files_count",
+                                            "existing_data_files_count"),
+                deleted_files_count=_first(rec, "deleted_files_count",
+                                           "deleted_data_files_count"),
+                added_rows_count=rec.get("added_rows_count"),
+                existing_rows_count=rec.get("existing_rows_count"),
+                deleted_rows_count=rec.get("deleted_rows_count"),
+                partitions=partitions, key_metadata=rec.get("key_metadata"),
+                first_row_id=rec.get("first_row_id"),
+            ))
+    except CorruptMetadata:
+        raise
+    except Exception as error:
+        raise CorruptMetadata(f"{location}: corrupt manifest list ({error})") from None
+    return manifests
+
+
+def _first(rec: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if name in rec:
+            return rec[name]
+    return None
+
+
+def _bound(type_: IcebergType, raw: bytes | None) -> Any:
+    if raw is None or not isinstance(type_, PrimitiveType):
+        return None
+    try:
+        return from_bytes(type_, raw)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def _read_manifest(io: FileIO, manifest: ManifestFile, metadata: TableMetadata,
+                   decoder: _Decoder) -> tuple[ManifestEntry, ...]:
+    location = manifest.manifest_path
+    reader = _open_avro(io, location, "manifest")
+    spec = metadata.specs.get(manifest.partition_spec_id)
+    if spec is None:
+        raise CorruptMetadata(f"{location}: partition spec {manifest.partition_spec_id} is "
+                              "not in the table metadata")
+    if manifest.key_metadata:
+        raise UnsupportedFeature(f"{location}: encrypted manifests are not supported")
+    inherited_seq = manifest.sequence_number
+    next_row_id = manifest.first_row_id  # v3 row lineage: data files inherit ids in order
+    entries = []
+    try:
+        for rec in reader:
+            status = EntryStatus(rec["status"])
+            f = rec["data_file"]
+            seq = rec.get("sequence_number")
+            file_seq = rec.get("file_sequence_number")
+            if status == EntryStatus.ADDED:
+                seq = inherited_seq if seq is None else seq
+                file_seq = inherited_seq if file_seq is None else file_seq
+            snapshot_id = rec.get("snapshot_id")
+            if snapshot_id is None:
+                snapshot_id = manifest.added_snapshot_id
+            content = FileContent(f.get("content", 0))
+            first_row_id = f.get("first_row_id")
+            if content == FileContent.DATA and first_row_id is None and next_row_id is not None:
+                first_row_id = next_row_id
+                next_row_id += f["record_count"]
+            offsets = f.get("split_offsets")
+            eq_ids = f.get("equality_ids")
+            data_file = DataFile(
+                content=content,
+                file_path=f["file_path"],
+                file_format=str(f["file_format"]).upper(),
+                spec_id=spec.spec_id,
+                partition=decoder.partition(spec, f.get("partition")),
+                record_count=f["record_count"],
+                file_size_in_bytes=f["file_size_in_bytes"],
+                column_sizes=_counts(f.get("column_sizes")),
+                value_counts=_counts(f.get("value_counts")),
+                null_value_counts=_counts(f.get("null_value_counts")),
+                nan_value_counts=_counts(f.get("nan_value_counts")),
+                lower_bounds=decoder.bounds(f.get("lower_bounds")),
+                upper_bounds=decoder.bounds(f.get("upper_bounds")),
+                split_offsets=tuple(offsets) if offsets is not None else None,
+                equality_ids=tuple(eq_ids) if eq_ids is not None else None,
+                sort_order_id=f.get("sort_order_id"),
+                first_row_id=first_row_id,
+                referenced_data_file=f.get("referenced_data_file"),
+                content_offset=f.get("content_offset"),
+                content_size_in_bytes=f.get("content_size_in_bytes"),
+                key_metadata=f.get("key_metadata"),
+            )
+            entries.append(ManifestEntry(status, snapshot_id, seq or 0, file_seq, data_file))
+    except (CorruptMetadata, UnsupportedFeature):
+        raise
+    except Exception as error:
+        raise CorruptMetadata(f"{location}: corrupt manifest ({error!r})") from None
+    return tuple(entries)
+
+
+class ManifestCache:
+    """Decoded manifests by path (they are immutable), least recently used evicted first.
+
+    Bounded by total entries, not manifests, so memory follows what is kept. Thread-safe:
+    planning reads manifests from a thread pool.
+    """
+
+    def __init__(self, max_entries: int = 2_000_000) -> None:
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, tuple[ManifestEntry, ...]] = OrderedDict()
+        self._size = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str, load: Callable[[], tuple[ManifestEntry, ...]]):
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+            self.misses += 1
+        entries = load()
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = entries
+                self._size += len(entries)
+                while self._size > self.max_entries and len(self._items) > 1:
+                    _, evicted = self._items.popitem(last=False)
+                    self._size -= len(evicted)
+        return entries
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+
+
+MANIFEST_CACHE = ManifestCache()
+
+
+class ManifestReader:
+    """Reads one table's manifest lists and manifests; decoded manifests come from a cache.
+
+    One reader per table metadata: it resolves partition and bound types once.
+    """
+
+    def __init__(self, metadata: TableMetadata, io: FileIO,
+                 cache: ManifestCache | None = MANIFEST_CACHE) -> None:
+        self.metadata = metadata
+        self.io = io
+        self.cache = cache
+        self._decoder = _Decoder(metadata)
+
+    def manifest_list(self, snapshot: Snapshot) -> list[ManifestFile]:
+        if snapshot.manifest_list is None:
+            raise UnsupportedFeature(
+                f"snapshot {snapshot.snapshot_id} lists manifests inline (format v1 without a "
+                "manifest list), which meltwater does not read")
+        return read_manifest_list(self.io, snapshot.manifest_list, self.metadata)
+
+    def entries(self, manifest: ManifestFile) -> tuple[ManifestEntry, ...]:
+        """Every entry of a manifest (ADDED, EXISTING and DELETED), decoded once per path."""
+        if self.cache is None:
+            return _read_manifest(self.io, manifest, self.metadata, self._decoder)
+        return self.cache.get(
+            manifest.manifest_path,
+            lambda: _read_manifest(self.io, manifest, self.metadata, self._decoder))
+
+
+def live_entries(entries: Iterable[ManifestEntry]) -> Iterable[ManifestEntry]:
+    """Entries a scan of the manifest's snapshot uses: deleted entries are not used."""
+    return (e for e in entries if e.status != EntryStatus.DELETED)

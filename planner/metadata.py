@@ -1,0 +1,320 @@
+"""Table metadata (format v1, v2 and v3) and finding it from a table location.
+
+A table is a pointer to one immutable `*.metadata.json`; everything else (snapshots,
+manifests, data files) is reached from there. This module parses that file into frozen
+models and answers the questions every scan starts with: which snapshot (by id, ref or
+time), with which schema, along which lineage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.fileio import FileIO, FileNotFound, PyArrowFileIO
+from meltwater.planner.partitioning import (
+    PartitionSpec,
+    SortOrder,
+    parse_sort_order,
+    parse_spec,
+    parse_v1_spec,
+)
+from meltwater.planner.types import IcebergType, Schema, child_fields, parse_schema
+
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+
+
+class TableNotFound(MeltwaterError):
+    """No Iceberg table at the given location."""
+
+
+class CorruptMetadata(MeltwaterError):
+    """A metadata, manifest list or manifest file cannot be parsed."""
+
+
+class UnsupportedFeature(MeltwaterError):
+    """The table uses something meltwater does not read (yet); never silently skipped."""
+
+
+class SnapshotNotFound(MeltwaterError):
+    """A snapshot id, ref or timestamp names no snapshot of the table."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    snapshot_id: int
+    parent_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    manifest_list: str | None
+    summary: dict[str, str]
+    schema_id: int | None
+    first_row_id: int | None = None
+    added_rows: int | None = None
+    v1_manifests: tuple[str, ...] = ()  # v1 snapshots may list manifests instead of a list
+
+    @property
+    def operation(self) -> str:
+        return self.summary.get("operation", "")
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    name: str
+    snapshot_id: int
+    type: str  # branch or tag
+
+
+@dataclass(frozen=True)
+class SnapshotLogEntry:
+    timestamp_ms: int
+    snapshot_id: int
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    format_version: int
+    table_uuid: str | None
+    location: str
+    last_sequence_number: int
+    last_updated_ms: int
+    last_column_id: int
+    schemas: dict[int, Schema]
+    current_schema_id: int
+    specs: dict[int, PartitionSpec]
+    default_spec_id: int
+    sort_orders: dict[int, SortOrder]
+    default_sort_order_id: int
+    properties: dict[str, str]
+    current_snapshot_id: int | None
+    snapshots: dict[int, Snapshot]
+    snapshot_log: tuple[SnapshotLogEntry, ...]
+    refs: dict[str, SnapshotRef]
+    next_row_id: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def schema(self) -> Schema:
+        return self.schemas[self.current_schema_id]
+
+    @property
+    def spec(self) -> PartitionSpec:
+        return self.specs[self.default_spec_id]
+
+    @property
+    def current_snapshot(self) -> Snapshot | None:
+        if self.current_snapshot_id is None:
+            return None
+        return self.snapshots.get(self.current_snapshot_id)
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        try:
+            return self.snapshots[snapshot_id]
+        except KeyError:
+            raise SnapshotNotFound(
+                f"snapshot {snapshot_id} does not exist in table {self.location} "
+                "(expired or never committed)") from None
+
+    def snapshot_for_ref(self, name: str) -> Snapshot:
+        ref = self.refs.get(name)
+        if ref is None:
+            known = ", ".join(sorted(self.refs)) or "none"
+            raise SnapshotNotFound(f"table {self.location} has no branch or tag {name!r} "
+                                   f"(refs: {known})")
+        return self.snapshot(ref.snapshot_id)
+
+    def snapshot_as_of(self, timestamp_ms: int) -> Snapshot:
+        """The main branch's snapshot current at a time, from the snapshot log (as Iceberg)."""
+        found = None
+        for entry in self.snapshot_log:
+            if entry.timestamp_ms <= timestamp_ms:
+                found = entry.snapshot_id
+        if found is None:
+            raise SnapshotNotFound(f"table {self.location} has no snapshot at or before "
+                                   f"{timestamp_ms} ms")
+        return self.snapshot(found)
+
+    def schema_for(self, snapshot: Snapshot | None) -> Schema:
+        """The schema a snapshot was written with (time travel reads it), else the current."""
+        if snapshot is not None and snapshot.schema_id is not None:
+            return self.schemas.get(snapshot.schema_id, self.schema)
+        return self.schema
+
+    def ancestors(self, snapshot_id: int) -> list[Snapshot]:
+        """The snapshot and its ancestors, newest first, as far as history is retained."""
+        chain = []
+        current: int | None = snapshot_id
+        while current is not None and current in self.snapshots:
+            snapshot = self.snapshots[current]
+            chain.append(snapshot)
+            current = snapshot.parent_id
+        return chain
+
+    @cached_property
+    def field_types(self) -> dict[int, IcebergType]:
+        """Every field id ever used, with its newest type: decodes bounds of any file."""
+        types: dict[int, IcebergType] = {}
+
+        def visit(fields) -> None:
+            for f in fields:
+                types[f.field_id] = f.type
+                visit(child_fields(f.type))
+
+        for schema_id in sorted(self.schemas):
+            visit(self.schemas[schema_id].fields)
+        return types
+
+
+def _require(obj: dict[str, Any], key: str, where: str) -> Any:
+    if key not in obj:
+        raise CorruptMetadata(f"{where}: missing required field {key!r}")
+    return obj[key]
+
+
+def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadata:
+    """Table metadata from its parsed JSON; `where` names the file in errors."""
+    if not isinstance(obj, dict):
+        raise CorruptMetadata(f"{where}: not a JSON object")
+    version = _require(obj, "format-version", where)
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise UnsupportedFeature(f"{where}: unsupported table format version {version} "
+                                 f"(meltwater reads {SUPPORTED_FORMAT_VERSIONS})")
+    try:
+        if "schemas" in obj:
+            schemas = {s.schema_id: s for s in map(parse_schema, obj["schemas"])}
+            current_schema_id = obj.get("current-schema-id", 0)
+        else:
+            schema = parse_schema(_require(obj, "schema", where))
+            schemas, current_schema_id = {schema.schema_id: schema}, schema.schema_id
+        if "partition-specs" in obj:
+            specs = {s.spec_id: s for s in map(parse_spec, obj["partition-specs"])}
+            default_spec_id = obj.get("default-spec-id", 0)
+        else:
+            specs, default_spec_id = {0: parse_v1_spec(obj.get("partition-spec", []))}, 0
+        orders = {o.order_id: o for o in map(parse_sort_order, obj.get("sort-orders", []))}
+        snapshots = {}
+        for s in obj.get("snapshots", []):
+            snapshot = Snapshot(
+                snapshot_id=s["snapshot-id"], parent_id=s.get("parent-snapshot-id"),
+                sequence_number=s.get("sequence-number", 0), timestamp_ms=s["timestamp-ms"],
+                manifest_list=s.get("manifest-list"), summary=dict(s.get("summary", {})),
+                schema_id=s.get("schema-id"), first_row_id=s.get("first-row-id"),
+                added_rows=s.get("added-rows"), v1_manifests=tuple(s.get("manifests", ())),
+            )
+            snapshots[snapshot.snapshot_id] = snapshot
+        current = obj.get("current-snapshot-id")
+        current = None if current in (None, -1) else current
+        refs = {name: SnapshotRef(name, r["snapshot-id"], r.get("type", "branch"))
+                for name, r in obj.get("refs", {}).items()}
+        if "main" not in refs and current is not None:
+            refs["main"] = SnapshotRef("main", current, "branch")
+        log = tuple(SnapshotLogEntry(e["timestamp-ms"], e["snapshot-id"])
+                    for e in obj.get("snapshot-log", []))
+        return TableMetadata(
+            format_version=version, table_uuid=obj.get("table-uuid"),
+            location=_require(obj, "location", where),
+            last_sequence_number=obj.get("last-sequence-number", 0),
+            last_updated_ms=obj.get("last-updated-ms", 0),
+            last_column_id=obj.get("last-column-id", 0), schemas=schemas,
+            current_schema_id=current_schema_id, specs=specs, default_spec_id=default_spec_id,
+            sort_orders=orders, default_sort_order_id=obj.get("default-sort-order-id", 0),
+            properties=dict(obj.get("properties", {})), current_snapshot_id=current,
+            snapshots=snapshots, snapshot_log=log, refs=refs, next_row_id=obj.get("next-row-id"),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptMetadata(f"{where}: malformed table metadata ({error!r})") from None
+
+
+_VERSION = re.compile(r"^v?(\d+)[-.]")
+
+
+def _metadata_version(name: str) -> int:
+    """The version number in `v12.metadata.json` or `00012-<uuid>.metadata.json`."""
+    match = _VERSION.match(name)
+    return int(match.group(1)) if match else -1
+
+
+def find_metadata_location(location: str, io: FileIO) -> str:
+    """The current metadata file of a table directory: version-hint.text, else the newest."""
+    if location.endswith(".json"):
+        return location
+    metadata_dir = location.rstrip("/") + "/metadata"
+    hint = metadata_dir + "/version-hint.text"
+    if io.exists(hint):
+        text = io.read_bytes(hint).decode("utf-8", "replace").strip()
+        candidates = [f"{metadata_dir}/v{text}.metadata.json",
+                      f"{metadata_dir}/v{text}.gz.metadata.json", f"{metadata_dir}/{text}"]
+        for candidate in candidates:
+            if text and io.exists(candidate):
+                return candidate
+    try:
+        names = [p for p in io.list_dir(metadata_dir) if p.endswith(".metadata.json")]
+    except (FileNotFoundError, NotADirectoryError, OSError):
+        names = []
+    if not names:
+        raise TableNotFound(f"{location}: not an Iceberg table (no metadata/*.metadata.json)")
+    return max(names, key=lambda p: (_metadata_version(p.rsplit("/", 1)[-1]), p))
+
+
+def read_metadata(metadata_location: str, io: FileIO) -> TableMetadata:
+    try:
+        raw = io.read_bytes(metadata_location)
+    except FileNotFound:
+        raise TableNotFound(f"{metadata_location}: metadata file not found") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as error:
+            raise CorruptMetadata(f"{metadata_location}: corrupt gzip ({error})") from None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CorruptMetadata(f"{metadata_location}: not valid JSON ({error})") from None
+    return parse_metadata(obj, metadata_location)
+
+
+def resolve_snapshot(table: Table, snapshot_id: int | None = None, ref: str | None = None,
+                     as_of_ms: int | None = None) -> Snapshot | None:
+    """The snapshot a read targets; at most one of id, ref and time may be given."""
+    chosen = [name for name, value in (("snapshot id", snapshot_id), ("ref", ref),
+                                       ("timestamp", as_of_ms)) if value is not None]
+    if len(chosen) > 1:
+        raise SnapshotNotFound(f"choose one of snapshot id, ref and timestamp, not "
+                               f"{' and '.join(chosen)}")
+    metadata = table.metadata
+    if snapshot_id is not None:
+        return metadata.snapshot(snapshot_id)
+    if ref is not None:
+        return metadata.snapshot_for_ref(ref)
+    if as_of_ms is not None:
+        return metadata.snapshot_as_of(as_of_ms)
+    return metadata.current_snapshot
+
+
+@dataclass
+class Table:
+    """A loaded table: its metadata, where it came from, and the FileIO to read it."""
+
+    metadata_location: str
+    metadata: TableMetadata
+    io: FileIO
+
+    @property
+    def location(self) -> str:
+        return self.metadata.location
+
+    def refresh(self) -> Table:
+        """The table at its newest metadata file (for tables loaded from a directory)."""
+        return load_table(self.location, self.io)
+
+
+def load_table(location: str, io: FileIO | None = None) -> Table:
+    """Load a table from its directory (or a `*.metadata.json` file), any pyarrow.fs URI."""
+    io = io or PyArrowFileIO()
+    metadata_location = find_metadata_location(location, io)
+    return Table(metadata_location, read_metadata(metadata_location, io), io)

@@ -1,0 +1,106 @@
+"""A snapshot scan: which snapshot, which columns, which rows, and the tasks to read them.
+
+`TableScan` only resolves the user's choices (snapshot by id, ref or time; columns by name;
+a filter as text or expression) against the table's metadata and hands the snapshot's
+manifests to `ManifestGroup`, the shared planning engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from meltwater.planner.expressions import TRUE, Expression, bind, referenced_field_ids
+from meltwater.planner.files import ManifestContent
+from meltwater.planner.manifest_group import ManifestGroup, PlanStats
+from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
+from meltwater.planner.metadata import Snapshot, Table, resolve_snapshot
+from meltwater.planner.splitting import (
+    DEFAULT_LOOKBACK,
+    DEFAULT_OPEN_FILE_COST,
+    DEFAULT_TARGET_SIZE,
+    plan_task_groups,
+)
+from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
+from meltwater.planner.types import Schema
+
+
+def _int_property(table: Table, name: str, default: int) -> int:
+    value = table.metadata.properties.get(name)
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+@dataclass
+class TableScan:
+    """A scan of one snapshot. `row_filter` may be text (parsed) or an expression."""
+
+    table: Table
+    snapshot_id: int | None = None
+    ref: str | None = None
+    as_of_ms: int | None = None
+    row_filter: Expression | str = TRUE
+    columns: list[str] | None = None
+    case_sensitive: bool = True
+    workers: int | None = None
+    cache: ManifestCache | None = MANIFEST_CACHE
+    stats: PlanStats = field(default_factory=PlanStats)
+
+    @cached_property
+    def snapshot(self) -> Snapshot | None:
+        return resolve_snapshot(self.table, self.snapshot_id, self.ref, self.as_of_ms)
+
+    @cached_property
+    def schema(self) -> Schema:
+        """The table schema at the scanned snapshot (time travel reads the old schema)."""
+        return self.table.metadata.schema_for(self.snapshot)
+
+    @cached_property
+    def projection(self) -> Schema:
+        """The columns the scan returns."""
+        if self.columns is None:
+            return self.schema
+        return self.schema.select(self.columns, self.case_sensitive)
+
+    @cached_property
+    def bound_filter(self) -> Expression:
+        expression = self.row_filter
+        if isinstance(expression, str):
+            from meltwater.planner.filter_parser import parse_filter
+
+            expression = parse_filter(expression)
+        return bind(expression, self.schema, self.case_sensitive)
+
+    @cached_property
+    def read_schema(self) -> Schema:
+        """The projection plus columns only the filter needs (read, then dropped)."""
+        extra = referenced_field_ids(self.bound_filter) - set(self.projection.field_ids())
+        if not extra:
+            return self.projection
+        by_id = {f.field_id: f for f in self.schema.fields}
+        additional = tuple(by_id[i] for i in sorted(extra) if i in by_id)
+        return Schema(self.projection.fields + additional, self.schema.schema_id,
+                      self.schema.identifier_field_ids)
+
+    def manifest_group(self) -> ManifestGroup:
+        reader = ManifestReader(self.table.metadata, self.table.io, self.cache)
+        manifests = reader.manifest_list(self.snapshot) if self.snapshot else []
+        data = [m for m in manifests if m.content == ManifestContent.DATA]
+        deletes = [m for m in manifests if m.content == ManifestContent.DELETES]
+        return ManifestGroup(reader, self.schema, data, deletes, row_filter=self.bound_filter,
+                             workers=self.workers, stats=self.stats)
+
+    def plan_files(self) -> list[FileScanTask]:
+        if self.snapshot is None:
+            return []
+        return self.manifest_group().plan_files()
+
+    def plan_tasks(self) -> list[ScanTaskGroup]:
+        table = self.table
+        return plan_task_groups(
+            self.plan_files(),
+            _int_property(table, "read.split.target-size", DEFAULT_TARGET_SIZE),
+            _int_property(table, "read.split.planning-lookback", DEFAULT_LOOKBACK),
+            _int_property(table, "read.split.open-file-cost", DEFAULT_OPEN_FILE_COST))
