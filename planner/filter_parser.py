@@ -220,6 +220,9 @@ class _Parser:
         like = self.accept_word("like")
         if like:
             return self.parse_like(column, negated)
+        if not negated and (self.tok.kind == "end" or self.tok.word in ("and", "or")
+                            or self.at_punct(")")):
+            return Predicate(Op.EQ, column, (True,))  # a bare boolean column, as in SQL
         raise self.error("a comparison, 'in', 'is', 'like' or 'not' after the column"
                          if not negated else "'in' or 'like' after 'not'")
 

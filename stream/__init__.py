@@ -1,5 +1,15 @@
 """The engine: reads data files with pyarrow, applies deletes, reconstructs changes.
 
 Also hosts the Spark data source and the snapshot watcher; only the Spark adapter
-modules import pyspark.
+modules (`spark_*.py`) import pyspark.
+
+The Python API for users without Spark::
+
+    import meltwater.stream
+    reader = meltwater.stream.scan("/warehouse/db/events", filter="id > 100")
+    plan = meltwater.stream.plan("/warehouse/db/events", filter="id > 100")
 """
+
+from meltwater.stream.scan import Plan, plan, read_plan, scan
+
+__all__ = ["Plan", "plan", "read_plan", "scan"]

@@ -124,7 +124,7 @@ def test_precedence_and_grouping():
     ("name like 'a_c%'", "only prefix patterns"),
     ("id is 5", "expected 'null' or 'nan' after 'is' but found '5' at position 6"),
     ("id not = 5", "expected 'in' or 'like' after 'not' but found '=' at position 7"),
-    ("id", "expected a comparison, 'in', 'is', 'like' or 'not' after the column"),
+    ("id 5", "expected a comparison, 'in', 'is', 'like' or 'not' after the column"),
     ("starts_with(name, 5)", "expected a quoted string prefix but found '5' at position 18"),
     ("is_nan(score, 1)", "expected ')' but found ',' at position 12"),
     ("d = date '2024-13-01'", "invalid date literal '2024-13-01' at position 9"),
@@ -191,3 +191,12 @@ def test_binding_errors_name_column_and_literal():
         bind(parse_filter("id = 'x'"), schema)
     with pytest.raises(FilterError, match="without time zone"):
         bind(parse_filter("local = timestamp '2024-01-01T00:00:00+02:00'"), schema)
+
+
+def test_bare_boolean_column_means_equal_true():
+    from meltwater.planner.expressions import And, Op, Predicate
+
+    assert parse_filter("b") == Predicate(Op.EQ, "b", (True,))
+    parsed = parse_filter("(x > 1 and flag) or other")
+    assert isinstance(parsed.left, And) and parsed.left.right == Predicate(Op.EQ, "flag", (True,))
+    assert parsed.right == Predicate(Op.EQ, "other", (True,))

@@ -1,0 +1,373 @@
+"""Delete files -> what a reader needs to drop rows: position masks and equality key sets.
+
+The planner decides which delete files apply to a data file; this module only reads them,
+once, and turns them into two vectorized tools for `meltwater.stream.reader`:
+
+- `DeletionMask`: the sorted deleted row positions of one data file, from position delete
+  files (rows `(file_path, pos)`, any data format) and deletion vectors (v3: a
+  `deletion-vector-v1` blob in a Puffin file). `keep(first, n)` is the keep-mask of a batch
+  covering file positions [first, first + n): two binary searches and one Arrow scatter, no
+  per-row Python.
+- `EqualityDeletes`: the key sets of a task's equality delete files, one per distinct
+  `equality_ids` (a row is deleted when it matches any set). Matching is *null-safe*, as the
+  spec requires (a null key in a delete file deletes rows whose key is null), which Arrow's
+  joins are not; so each key column is coded as its index in the set's distinct values
+  (`index_in` with `skip_nulls=False` gives null its own index), codes are combined column by
+  column, and a row matches when its combined code is in the set's.
+
+`DeleteLoader` caches what it read (an LRU bounded by Arrow bytes), because one
+partition-scoped position delete file or one equality delete file applies to many data
+files of a task group. It is thread-safe: `meltwater.stream.scan` shares one loader across
+its reader threads, and two threads wanting the same file wait for a single read.
+
+A deletion-vector blob, as the Puffin spec lays it out::
+
+    [length: u32 big-endian = 4 + len(bitmap)] [magic D1 D3 39 64] [bitmap] [CRC-32: u32 BE]
+
+where the CRC covers magic and bitmap, and the bitmap is a 64-bit Roaring bitmap in the
+"portable" serialization (u64 LE count of 32-bit bitmaps, then per bitmap its u32 LE key,
+the high 32 bits, followed by a portable 32-bit Roaring bitmap): exactly what CRoaring's
+`roaring64_bitmap_portable_deserialize`, i.e. `pyroaring.BitMap64.deserialize`, reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.files import DataFile
+from meltwater.planner.types import Schema
+from meltwater.stream.errors import CorruptDeleteFile, UnreadableFile
+from meltwater.stream.reader import FileProjection, open_source
+
+FILE_PATH_ID = 2147483546
+POS_ID = 2147483545
+DV_MAGIC = b"\xd1\xd3\x39\x64"
+DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+_READ_BATCH = 1 << 20
+
+
+class DeletionMask:
+    """The deleted row positions of one data file, sorted ascending (int64)."""
+
+    def __init__(self, positions: pa.Array) -> None:
+        self.positions = positions
+        data = positions.buffers()[1]
+        view = memoryview(data).cast("q") if data is not None else memoryview(b"").cast("q")
+        self._view = view[positions.offset:positions.offset + len(positions)]
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def keep(self, first: int, n: int) -> pa.BooleanArray | None:
+        """Keep-mask of a batch of `n` rows at file positions [first, first + n), or None
+        when no row of it is deleted (the common case: no mask to apply at all)."""
+        lo = bisect.bisect_left(self._view, first)
+        hi = bisect.bisect_left(self._view, first + n, lo)
+        if lo == hi:
+            return None
+        offsets = pc.subtract(self.positions.slice(lo, hi - lo), pa.scalar(first, pa.int64()))
+        # scatter places each offset at its own index; every other slot stays null.
+        return pc.is_null(pc.scatter(offsets, offsets, max_index=n - 1))
+
+
+def _sorted_int64(chunks: Sequence[pa.Array]) -> pa.Array:
+    arrays = [c.cast(pa.int64()) for c in chunks if len(c)]
+    if not arrays:
+        return pa.array([], pa.int64())
+    merged = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
+    if merged.null_count:
+        merged = merged.drop_null()
+    return pc.take(merged, pc.sort_indices(merged))
+
+
+class EqualityKeySet:
+    """Distinct delete keys over some field ids, coded for null-safe membership tests."""
+
+    def __init__(self, field_ids: tuple[int, ...], keys: pa.Table,
+                 paths: dict[int, tuple[str, ...]]) -> None:
+        self.field_ids = field_ids
+        self.paths = [paths[fid] for fid in field_ids]
+        self.types = [keys.schema.field(i).type for i in range(keys.num_columns)]
+        columns = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
+        self.values: list[pa.Array] = []  # distinct values of each key column (null too)
+        self.codes: list[pa.Array] = []  # distinct combined codes after each column
+        combined = None
+        for column in columns:
+            distinct = pc.unique(column)
+            self.values.append(distinct)
+            code = pc.index_in(column, value_set=distinct, skip_nulls=False).cast(pa.int64())
+            if combined is None:
+                combined = code
+            else:
+                combined = pc.add(pc.multiply(combined, len(distinct)), code)
+                seen = pc.unique(combined)
+                self.codes.append(seen)
+                combined = pc.index_in(combined, value_set=seen).cast(pa.int64())
+        self.size = keys.num_rows
+
+    def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """True for each row whose key equals a delete key (nulls equal nulls)."""
+        combined = None
+        for j, (path, type_) in enumerate(zip(self.paths, self.types, strict=True)):
+            column = batch.column(path[0])
+            for name in path[1:]:
+                column = pc.struct_field(column, [column.type.get_field_index(name)])
+            if not column.type.equals(type_):
+                column = column.cast(type_, safe=False)
+            code = pc.index_in(column, value_set=self.values[j], skip_nulls=False)
+            if combined is None:
+                combined = code.cast(pa.int64())
+            else:
+                combined = pc.add(pc.multiply(combined, len(self.values[j])),
+                                  code.cast(pa.int64()))
+                combined = pc.index_in(combined, value_set=self.codes[j - 1])
+        return pc.is_valid(combined)
+
+
+class EqualityDeletes:
+    """All equality key sets of one task; a row is deleted when any set matches it."""
+
+    def __init__(self, sets: list[EqualityKeySet]) -> None:
+        self.sets = sets
+
+    def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        result = None
+        for key_set in self.sets:
+            hit = key_set.matches(batch)
+            result = hit if result is None else pc.or_(result, hit)
+        return result
+
+
+def common_type(data: pa.DataType, delete: pa.DataType) -> pa.DataType:
+    """The type both sides of an equality key are compared in: the wider of a promotion
+    (an older data file may hold an int the table has since widened to long), else the
+    data's."""
+    if data.equals(delete) or pa.types.is_null(delete):
+        return data
+    if pa.types.is_null(data):
+        return delete
+    if pa.types.is_integer(data) and pa.types.is_integer(delete):
+        return data if data.bit_width >= delete.bit_width else delete
+    if pa.types.is_floating(data) and pa.types.is_floating(delete):
+        return data if data.bit_width >= delete.bit_width else delete
+    if pa.types.is_decimal(data) and pa.types.is_decimal(delete) and data.scale == delete.scale:
+        return data if data.precision >= delete.precision else delete
+    return data
+
+
+class DeleteLoader:
+    """Reads delete files once per loader and caches their parsed contents (LRU by bytes)."""
+
+    def __init__(self, io: FileIO, *, max_cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.io = io
+        self.max_cache_bytes = max_cache_bytes
+        self._cache: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._cached_bytes = 0
+        self._lock = threading.Lock()
+        self._loading: dict[Any, threading.Lock] = {}
+        self.reads = 0  # delete file reads, for tests and stats
+
+    # -- cache ---------------------------------------------------------------------------
+
+    def _cached(self, key: Any, load: Callable[[], tuple[Any, int]]) -> Any:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit[0]
+            key_lock = self._loading.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    return hit[0]
+            value, size = load()
+            with self._lock:
+                self.reads += 1
+                self._loading.pop(key, None)
+                self._cache[key] = (value, size)
+                self._cached_bytes += size
+                while self._cached_bytes > self.max_cache_bytes and len(self._cache) > 1:
+                    _, (_, evicted) = self._cache.popitem(last=False)
+                    self._cached_bytes -= evicted
+            return value
+
+    # -- positions -----------------------------------------------------------------------
+
+    def deletion_mask(self, files: Sequence[DataFile], data_file_path: str
+                      ) -> DeletionMask | None:
+        """The positions deleted in one data file by position delete files and DVs, or None
+        when there are none."""
+        chunks = []
+        for file in files:
+            chunk = self.positions(file, data_file_path)
+            if len(chunk):
+                chunks.append(chunk)
+        if not chunks:
+            return None
+        return DeletionMask(chunks[0] if len(chunks) == 1 else _sorted_int64(chunks))
+
+    def positions(self, file: DataFile, data_file_path: str) -> pa.Array:
+        """Sorted positions one position delete file or DV deletes in one data file."""
+        if file.is_deletion_vector:
+            if file.referenced_data_file not in (None, data_file_path):
+                return pa.array([], pa.int64())
+            key = ("dv", file.file_path, file.content_offset)
+            return self._cached(key, lambda: _sized(read_deletion_vector(self.io, file)))
+        by_path = self._cached(("pos", file.file_path),
+                               lambda: _sized_dict(read_position_deletes(self.io, file)))
+        found = by_path.get(data_file_path)
+        return found if found is not None else pa.array([], pa.int64())
+
+    # -- equality ------------------------------------------------------------------------
+
+    def equality_keys(self, file: DataFile) -> pa.Table:
+        """Distinct keys of an equality delete file, one column per equality field id
+        (named by the id), in the delete file's own types."""
+        table = self._cached(("eq", file.file_path),
+                             lambda: _sized(read_equality_keys(self.io, file)))
+        return table
+
+    def equality_deletes(self, files: Sequence[DataFile], key_types: dict[int, pa.DataType],
+                         key_paths: dict[int, tuple[str, ...]]) -> EqualityDeletes | None:
+        """Key sets for a task's equality delete files, typed to match the batches.
+
+        `key_types` and `key_paths` give, per equality field id, the column's Arrow type
+        and its path (column name, then struct fields) in the batches to be matched.
+        """
+        groups: dict[tuple[int, ...], list[pa.Table]] = {}
+        for file in files:
+            ids = tuple(file.equality_ids or ())
+            if not ids:
+                raise CorruptDeleteFile(f"{file.file_path}: equality delete file without "
+                                        "equality field ids")
+            groups.setdefault(ids, []).append(self.equality_keys(file))
+        sets = []
+        for ids, tables in groups.items():
+            names = [str(fid) for fid in ids]
+            types = [key_types[fid] for fid in ids]
+            for table in tables:
+                types = [common_type(ty, table.schema.field(name).type)
+                         for ty, name in zip(types, names, strict=True)]
+            schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
+            keys = pa.concat_tables([t.select(names).cast(schema) for t in tables])
+            if len(tables) > 1:
+                keys = _distinct(keys)
+            if keys.num_rows:
+                sets.append(EqualityKeySet(ids, keys, key_paths))
+        return EqualityDeletes(sets) if sets else None
+
+
+def _sized(value: pa.Array | pa.Table) -> tuple[Any, int]:
+    return value, value.nbytes
+
+
+def _sized_dict(value: dict[str, pa.Array]) -> tuple[Any, int]:
+    return value, sum(a.nbytes + len(k) for k, a in value.items())
+
+
+def _distinct(table: pa.Table) -> pa.Table:
+    """Distinct rows; Arrow's group_by keeps null as a key of its own."""
+    if table.num_rows == 0:
+        return table
+    return table.group_by(table.column_names, use_threads=False).aggregate([]).select(
+        table.column_names)
+
+
+def _read_columns(io: FileIO, file: DataFile, field_ids: dict[int, str]) -> pa.Table:
+    """Columns of a delete file by field id (any nesting through structs), named by id.
+
+    `field_ids` maps each id to the column name to use when the file has no field ids.
+    """
+    source = open_source(file.file_path, file.file_format, io)
+    projection = FileProjection(source, Schema(()), dict.fromkeys(field_ids), names=field_ids)
+    for extra in projection.extras:
+        if extra.path is None:
+            raise CorruptDeleteFile(f"{file.file_path}: delete file has no column with "
+                                    f"field id {extra.field_id}")
+    batches = [projection.project(b)
+               for _, b in source.batches(projection.selection, _READ_BATCH)]
+    names = [e.name for e in projection.extras]
+    if not batches:
+        schema = pa.schema([pa.field(str(e.field_id), projection.extra_type(e))
+                            for e in projection.extras])
+        return schema.empty_table()
+    table = pa.Table.from_batches(batches).select(names)
+    return table.rename_columns([str(e.field_id) for e in projection.extras])
+
+
+def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
+    """Data file path -> sorted deleted positions, for one position delete file."""
+    try:
+        table = _read_columns(io, file, {FILE_PATH_ID: "file_path", POS_ID: "pos"})
+    except UnreadableFile as error:
+        if isinstance(error, CorruptDeleteFile):
+            raise
+        raise CorruptDeleteFile(str(error)) from None
+    paths = table.column(str(FILE_PATH_ID))
+    positions = table.column(str(POS_ID))
+    if paths.null_count or positions.null_count:
+        raise CorruptDeleteFile(f"{file.file_path}: position delete file has null file_path "
+                                "or pos values")
+    if table.num_rows == 0:
+        return {}
+    grouped = pa.table({"path": paths, "pos": positions}).group_by(
+        "path", use_threads=False).aggregate([("pos", "list")]).combine_chunks()
+    lists = grouped.column("pos_list").chunk(0)
+    return {path: _sorted_int64([lists[i].values])
+            for i, path in enumerate(grouped.column("path").to_pylist())}
+
+
+def read_deletion_vector(io: FileIO, file: DataFile) -> pa.Array:
+    """The sorted positions of a `deletion-vector-v1` blob, its length and CRC verified."""
+    from pyroaring import BitMap64
+
+    where = f"{file.file_path} (DV at offset {file.content_offset})"
+    if file.content_offset is None or file.content_size_in_bytes is None:
+        raise CorruptDeleteFile(f"{file.file_path}: deletion vector without content_offset "
+                                "and content_size_in_bytes")
+    size = file.content_size_in_bytes
+    blob = io.read_bytes(file.file_path, file.content_offset, size)
+    if len(blob) != size or size < 12:
+        raise CorruptDeleteFile(f"{where}: truncated, {len(blob)} of {size} bytes")
+    length = int.from_bytes(blob[:4], "big")
+    if length != size - 8:
+        raise CorruptDeleteFile(f"{where}: length prefix {length} does not match blob size "
+                                f"{size} (expected {size - 8})")
+    if blob[4:8] != DV_MAGIC:
+        raise CorruptDeleteFile(f"{where}: bad magic {blob[4:8].hex()}, expected d1d33964")
+    expected_crc = int.from_bytes(blob[4 + length:8 + length], "big")
+    if zlib.crc32(blob[4:4 + length]) != expected_crc:
+        raise CorruptDeleteFile(f"{where}: CRC-32 mismatch")
+    try:
+        bitmap = BitMap64.deserialize(blob[8:4 + length])
+    except (ValueError, MemoryError) as error:
+        raise CorruptDeleteFile(f"{where}: invalid Roaring bitmap ({error})") from None
+    if file.record_count is not None and len(bitmap) != file.record_count:
+        raise CorruptDeleteFile(f"{where}: {len(bitmap)} positions, manifest says "
+                                f"{file.record_count}")
+    values = bitmap.to_array()  # array('Q'), sorted and distinct
+    if len(values) and values[-1] >= 1 << 63:
+        raise CorruptDeleteFile(f"{where}: position {values[-1]} out of range")
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def read_equality_keys(io: FileIO, file: DataFile) -> pa.Table:
+    """The distinct equality keys of one equality delete file, columns named by field id."""
+    ids = file.equality_ids or ()
+    try:
+        table = _read_columns(io, file, {fid: str(fid) for fid in ids})
+    except UnreadableFile as error:
+        if isinstance(error, CorruptDeleteFile):
+            raise
+        raise CorruptDeleteFile(str(error)) from None
+    return _distinct(table.combine_chunks())

@@ -1,0 +1,149 @@
+"""Writing record batch streams for people and tools: table, JSON lines, CSV, Parquet.
+
+Every writer consumes the stream batch by batch, so `meltwater scan ... --format parquet`
+of a large table holds one batch at a time (the table format prints, it does not sort).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import sys
+import uuid
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from meltwater.planner.errors import MeltwaterError
+
+FORMATS = ("table", "jsonl", "csv", "parquet")
+
+
+class OutputError(MeltwaterError):
+    """The requested output cannot be written (format, destination)."""
+
+
+def json_default(value: Any) -> Any:
+    """JSON for the values Arrow hands back: ISO times, exact decimals, base64 bytes."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, float) and value != value:
+            value = "NaN"  # JSON has no NaN
+        elif isinstance(value, list) and value and isinstance(value[0], tuple):
+            value = {str(k): v for k, v in value}  # an Arrow map
+        out[key] = value
+    return out
+
+
+def _flatten_nested(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """CSV has no nested values: write struct, list and map columns as JSON text."""
+    columns, names = [], []
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if pa.types.is_nested(column.type):
+            text = [None if v is None else json.dumps(v if not isinstance(v, list) or not v
+                                                      or not isinstance(v[0], tuple)
+                                                      else dict(v), default=json_default)
+                    for v in column.to_pylist()]
+            column = pa.array(text, pa.string())
+        columns.append(column)
+        names.append(name)
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _render_cell(value: Any, width: int = 40) -> str:
+    if value is None:
+        text = "null"
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value, default=json_default)
+    elif isinstance(value, (bytes, bytearray)):
+        text = "0x" + bytes(value).hex()
+    else:
+        text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[str]) -> int:
+    names = schema.names
+    rows: list[list[str]] = []
+    for batch in batches:
+        for row in batch.to_pylist():
+            rows.append([_render_cell(row[n]) for n in names])
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    out.write("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    out.write(f"({len(rows)} rows)\n")
+    return len(rows)
+
+
+def _write_csv(reader: pa.RecordBatchReader, output: str | None) -> int:
+    binary = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    count, first = 0, True
+    try:
+        for batch in reader:
+            options = pacsv.WriteOptions(include_header=first)
+            pacsv.write_csv(_flatten_nested(batch), binary, write_options=options)
+            first = False
+            count += batch.num_rows
+        if first:
+            binary.write((",".join(reader.schema.names) + "\n").encode())
+    finally:
+        if output:
+            binary.close()
+        else:
+            binary.flush()
+    return count
+
+
+def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
+    if not output:
+        raise OutputError("--format parquet needs --output PATH")
+    count = 0
+    with pq.ParquetWriter(output, reader.schema) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return count
+
+
+def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = None) -> int:
+    """Write a stream in a format to a file (or stdout); returns the number of rows."""
+    if fmt not in FORMATS:
+        raise OutputError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if fmt == "parquet":
+        return _write_parquet(reader, output)
+    if fmt == "csv":
+        return _write_csv(reader, output)
+    handle: IO[str] = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
+    try:
+        if fmt == "table":
+            return write_table(reader, reader.schema, handle)
+        count = 0
+        for batch in reader:
+            for row in batch.to_pylist():
+                handle.write(json.dumps(_json_safe(row), default=json_default) + "\n")
+            count += batch.num_rows
+        return count
+    finally:
+        if output:
+            handle.close()
+        else:
+            handle.flush()

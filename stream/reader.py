@@ -1,0 +1,712 @@
+"""One scan task -> Arrow record batches: field-id projection, deletes, residual.
+
+A task names a data file (or a byte range of one), the delete files the planner matched to
+it, and a residual filter. Reading it is a pipeline, one batch at a time so memory stays
+bounded by the batch size however large the file:
+
+1. **read** only the columns needed, Parquet row group by row group (a split reads only the
+   row groups whose first byte lies in its range), remembering each batch's first row
+   position in the *file* (position deletes count from the file's start, split or not);
+2. **project** by field id: a renamed column keeps its id, so it is found under its old name
+   and output under the projection's; a column added after the file was written is null
+   (or its `initial-default`); promoted types (int -> long, float -> double, wider
+   decimals) are cast; structs, lists and maps are matched by id all the way down;
+3. **delete** rows: position deletes and deletion vectors as a mask over file positions,
+   equality deletes as a null-safe anti-join (see `meltwater.stream.deletes`);
+4. **filter** with the residual (`meltwater.stream.arrow_filter`), then drop the columns
+   read only for step 3 or 4.
+
+Formats: Parquet is the fast path. ORC is read stripe by stripe (pyarrow exposes Iceberg's
+`iceberg.id` type attributes as field metadata; files without them are matched by column
+name, a documented fallback, like Iceberg's name mapping). Avro data files are decoded with
+fastavro record by record (field ids from the Avro schema's `field-id` properties): correct
+but slow, which is acceptable for the rare Avro data file. A file without any field ids is
+matched by name.
+
+Example::
+
+    loader = DeleteLoader(io)          # share one per task group: delete files are cached
+    for task in group.tasks:
+        for batch in read_task(task, projection, io, deletes=loader):
+            ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, predicates
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.files import DataFile
+from meltwater.planner.literals import to_internal
+from meltwater.planner.tasks import FileScanTask
+from meltwater.planner.types import NestedField, PrimitiveType, Schema, child_fields
+from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
+from meltwater.stream.arrow_schema import (
+    FIELD_ID_KEY,
+    field_id,
+    to_arrow_schema,
+    to_arrow_type,
+    to_arrow_value,
+)
+from meltwater.stream.errors import UnreadableFile, UnsupportedFeature
+
+if TYPE_CHECKING:
+    from meltwater.stream.deletes import DeleteLoader, DeletionMask, EqualityDeletes
+
+DEFAULT_BATCH_SIZE = 131_072
+
+# A selection of a file's columns, mirroring its Arrow schema: for each wanted top-level
+# field index, either True (the whole subtree) or the wanted child indices, recursively.
+Selection = dict[int, "bool | Selection"]
+
+
+# -- reading files ------------------------------------------------------------------------
+
+
+class FileSource:
+    """A data or delete file of one format, read as Arrow batches with their file positions."""
+
+    path: str
+    schema: pa.Schema  # the file's own Arrow schema, field ids in field metadata
+
+    def batches(self, selection: Selection, batch_size: int, start: int = 0,
+                length: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """(position of the batch's first row in the file, batch of the selected columns)."""
+        raise NotImplementedError
+
+
+class ParquetSource(FileSource):
+    def __init__(self, path: str, io: FileIO) -> None:
+        import pyarrow.parquet as pq
+
+        self.path = path
+        try:
+            self._file = pq.ParquetFile(io.open_input(path))
+        except (OSError, pa.ArrowException) as error:
+            raise UnreadableFile(f"{path}: not a readable Parquet file ({error})") from None
+        self.schema = _without_extensions(self._file.schema_arrow)
+
+    def batches(self, selection: Selection, batch_size: int, start: int = 0,
+                length: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        metadata = self._file.metadata
+        columns = _parquet_leaf_paths(self._file, self.schema, selection)
+        # Row groups whose first byte lies in the split, as contiguous runs with the file
+        # position of their first row.
+        runs: list[tuple[int, list[int]]] = []
+        position = 0
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            if length is None or start <= _row_group_offset(group) < start + length:
+                if runs and runs[-1][1][-1] == index - 1:
+                    runs[-1][1].append(index)
+                else:
+                    runs.append((position, [index]))
+            position += group.num_rows
+        try:
+            for first, groups in runs:
+                for batch in self._file.iter_batches(batch_size, row_groups=groups,
+                                                     columns=columns):
+                    yield first, batch
+                    first += batch.num_rows
+        except (OSError, pa.ArrowException) as error:
+            raise UnreadableFile(f"{self.path}: cannot read Parquet data ({error})") from None
+
+
+def _row_group_offset(group: Any) -> int:
+    """Where a row group starts: its first column chunk's dictionary page, else data page.
+
+    This is the offset Iceberg writes as a split offset, so a split [start, start + length)
+    owns exactly the row groups starting in it.
+    """
+    chunk = group.column(0)
+    offset = chunk.data_page_offset
+    if chunk.has_dictionary_page and chunk.dictionary_page_offset is not None:
+        offset = min(offset, chunk.dictionary_page_offset)
+    return offset
+
+
+def _parquet_leaf_paths(file: Any, schema: pa.Schema, selection: Selection) -> list[str]:
+    """Parquet leaf column paths for a selection: leaves are numbered in schema order."""
+    leaves: list[int] = []
+    counter = 0
+
+    def count(type_: pa.DataType) -> int:
+        if type_.num_fields == 0:
+            return 1
+        return sum(count(type_.field(i).type) for i in range(type_.num_fields))
+
+    def visit(type_: pa.DataType, wanted: bool | Selection, first: int) -> None:
+        if wanted is True or type_.num_fields == 0:
+            leaves.extend(range(first, first + count(type_)))
+            return
+        for i in range(type_.num_fields):
+            child = type_.field(i).type
+            if i in wanted:
+                visit(child, wanted[i], first)
+            first += count(child)
+
+    for index, field in enumerate(schema):
+        if index in selection:
+            visit(field.type, selection[index], counter)
+        counter += count(field.type)
+    parquet_schema = file.schema
+    return [parquet_schema.column(i).path for i in leaves]
+
+
+class OrcSource(FileSource):
+    def __init__(self, path: str, io: FileIO) -> None:
+        import pyarrow.orc as orc
+
+        self.path = path
+        try:
+            self._file = orc.ORCFile(io.open_input(path))
+            self.schema = _without_extensions(self._file.schema)
+        except (OSError, pa.ArrowException) as error:
+            raise UnreadableFile(f"{path}: not a readable ORC file ({error})") from None
+
+    def batches(self, selection: Selection, batch_size: int, start: int = 0,
+                length: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        if length is not None and start > 0:
+            # pyarrow exposes no stripe offsets; the planner only splits Parquet files.
+            raise UnsupportedFeature(f"{self.path}: split ORC tasks are not supported")
+        names = [self.schema.field(i).name for i in sorted(selection)]
+        position = 0
+        try:
+            for stripe in range(self._file.nstripes):
+                data = self._file.read_stripe(stripe, columns=names)
+                for batch in pa.Table.from_batches([data]).to_batches(batch_size):
+                    yield position, batch
+                    position += batch.num_rows
+        except (OSError, pa.ArrowException) as error:
+            raise UnreadableFile(f"{self.path}: cannot read ORC data ({error})") from None
+
+
+class AvroSource(FileSource):
+    def __init__(self, path: str, io: FileIO) -> None:
+        import fastavro
+
+        self.path = path
+        self._io = io
+        try:
+            with io.open_input(path) as handle:
+                header = fastavro.reader(handle)
+                self._avro_schema = header.writer_schema
+        except (OSError, ValueError, EOFError) as error:
+            raise UnreadableFile(f"{path}: not a readable Avro file ({error})") from None
+        self.schema = pa.schema(_avro_fields(self._avro_schema))
+
+    def batches(self, selection: Selection, batch_size: int, start: int = 0,
+                length: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        import fastavro
+
+        if length is not None and start > 0:
+            raise UnsupportedFeature(f"{self.path}: split Avro tasks are not supported")
+        schema = pa.schema([self.schema.field(i) for i in sorted(selection)])
+        convert = _avro_converter(pa.struct(list(schema)))
+        position = 0
+        chunk: list[dict[str, Any]] = []
+        try:
+            with self._io.open_input(self.path) as handle:
+                for record in fastavro.reader(handle):
+                    chunk.append(record)
+                    if len(chunk) == batch_size:
+                        yield position, _avro_batch(chunk, schema, convert)
+                        position += len(chunk)
+                        chunk = []
+            if chunk:
+                yield position, _avro_batch(chunk, schema, convert)
+        except (OSError, ValueError, EOFError) as error:
+            raise UnreadableFile(f"{self.path}: cannot read Avro data ({error})") from None
+
+
+def _avro_batch(records: list[dict[str, Any]], schema: pa.Schema,
+                convert: Callable[[Any], Any] | None) -> pa.RecordBatch:
+    if convert is not None:
+        records = [convert(r) for r in records]
+    return pa.RecordBatch.from_pylist(records, schema=schema)
+
+
+def _avro_fields(record: dict[str, Any]) -> list[pa.Field]:
+    return [_avro_field(f["name"], f["type"], f.get("field-id")) for f in record["fields"]]
+
+
+def _avro_field(name: str, avro_type: Any, fid: Any, nullable: bool = False) -> pa.Field:
+    if isinstance(avro_type, list):  # a union: Iceberg writes ["null", T] for optional
+        branches = [t for t in avro_type if t != "null"]
+        if len(branches) != 1:
+            raise UnsupportedFeature(f"Avro union {avro_type} is not an Iceberg type")
+        return _avro_field(name, branches[0], fid, nullable=len(branches) < len(avro_type))
+    metadata = {FIELD_ID_KEY: str(fid).encode()} if fid is not None else None
+    return pa.field(name, _avro_type(avro_type), nullable=nullable, metadata=metadata)
+
+
+_AVRO_PRIMITIVES = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
+                    "float": pa.float32(), "double": pa.float64(), "string": pa.string(),
+                    "bytes": pa.binary()}
+
+
+def _avro_type(avro_type: Any) -> pa.DataType:
+    if isinstance(avro_type, str):
+        if avro_type in _AVRO_PRIMITIVES:
+            return _AVRO_PRIMITIVES[avro_type]
+        raise UnsupportedFeature(f"Avro type {avro_type!r} (named type references)")
+    kind, logical = avro_type["type"], avro_type.get("logicalType")
+    if isinstance(kind, dict):
+        return _avro_type({**kind, **{k: v for k, v in avro_type.items() if k != "type"}})
+    if logical == "decimal":
+        return pa.decimal128(avro_type["precision"], avro_type.get("scale", 0))
+    if logical == "date":
+        return pa.date32()
+    if logical == "time-micros":
+        return pa.time64("us")
+    if logical in ("timestamp-micros", "timestamp-nanos"):
+        unit = "us" if logical == "timestamp-micros" else "ns"
+        return pa.timestamp(unit, tz="UTC" if avro_type.get("adjust-to-utc") else None)
+    if logical == "uuid":
+        return pa.binary(16)
+    if kind == "fixed":
+        return pa.binary(avro_type["size"])
+    if kind == "record":
+        return pa.struct(_avro_fields(avro_type))
+    if kind == "array":
+        items = avro_type["items"]
+        if logical == "map":  # a map with non-string keys: array<record<key, value>>
+            key, value = _avro_fields(items)
+            return pa.map_(key.with_nullable(False), value)
+        return pa.list_(_avro_field("element", items, avro_type.get("element-id")))
+    if kind == "map":
+        key = pa.field("key", pa.string(), nullable=False,
+                       metadata={FIELD_ID_KEY: str(avro_type.get("key-id")).encode()})
+        return pa.map_(key, _avro_field("value", avro_type["values"], avro_type.get("value-id")))
+    return _avro_type(kind)
+
+
+def _avro_converter(type_: pa.DataType) -> Callable[[Any], Any] | None:
+    """A function turning fastavro's decoded values into what pyarrow accepts for `type_`,
+    or None when nothing needs converting (most schemas): UUIDs decode to `uuid.UUID`,
+    non-string-keyed maps to lists of {key, value} records."""
+    if pa.types.is_struct(type_):
+        children = [(type_.field(i).name, _avro_converter(type_.field(i).type))
+                    for i in range(type_.num_fields)]
+        children = [(n, c) for n, c in children if c is not None]
+        if not children:
+            return None
+
+        def struct(value: Any) -> Any:
+            if value is None:
+                return None
+            value = dict(value)
+            for name, convert in children:
+                value[name] = convert(value.get(name))
+            return value
+        return struct
+    if pa.types.is_map(type_):
+        key, item = _avro_converter(type_.key_type), _avro_converter(type_.item_type)
+
+        def entries(value: Any) -> Any:
+            if value is None:
+                return None
+            pairs = value.items() if isinstance(value, dict) else (
+                (e["key"], e["value"]) for e in value)
+            return [(key(k) if key else k, item(v) if item else v) for k, v in pairs]
+        return entries
+    if pa.types.is_list(type_):
+        element = _avro_converter(type_.value_type)
+        if element is None:
+            return None
+        return lambda value: None if value is None else [element(v) for v in value]
+    if pa.types.is_fixed_size_binary(type_):
+        return lambda value: getattr(value, "bytes", value)
+    return None
+
+
+def _without_extensions(schema: pa.Schema) -> pa.Schema:
+    """Arrow extension types (pyarrow reads Parquet UUIDs as `arrow.uuid`) as their storage."""
+    def plain(field: pa.Field) -> pa.Field:
+        type_ = field.type
+        if isinstance(type_, pa.ExtensionType):
+            return field.with_type(type_.storage_type)
+        if pa.types.is_struct(type_):
+            return field.with_type(pa.struct([plain(type_.field(i))
+                                              for i in range(type_.num_fields)]))
+        if pa.types.is_map(type_):
+            return field.with_type(pa.map_(plain(type_.key_field), plain(type_.item_field)))
+        if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+            return field.with_type(pa.list_(plain(type_.value_field)))
+        return field
+    return pa.schema([plain(f) for f in schema], metadata=schema.metadata)
+
+
+_SOURCES: dict[str, type[FileSource]] = {
+    "PARQUET": ParquetSource, "ORC": OrcSource, "AVRO": AvroSource,
+}
+
+
+def open_source(path: str, file_format: str, io: FileIO) -> FileSource:
+    """The reader for one data or delete file of a given format (PARQUET, ORC, AVRO)."""
+    source = _SOURCES.get(file_format.upper())
+    if source is None:
+        raise UnsupportedFeature(f"{path}: cannot read {file_format} files")
+    return source(path, io)
+
+
+# -- field-id matching ---------------------------------------------------------------------
+
+
+def _has_field_ids(schema: pa.Schema) -> bool:
+    def any_id(field: pa.Field) -> bool:
+        type_ = field.type
+        return field_id(field) is not None or any(
+            any_id(type_.field(i)) for i in range(type_.num_fields))
+    return any(any_id(f) for f in schema)
+
+
+def with_ids_by_name(schema: pa.Schema, target: pa.Schema) -> pa.Schema:
+    """A file schema without field ids, with the ids of same-named target fields added.
+
+    The fallback for files written without ids (ORC files pyarrow cannot read attributes
+    from, Parquet files imported into a table): like Iceberg's name mapping, but with the
+    current names only, so a column renamed since the file was written reads as null.
+    """
+    def match(field: pa.Field, target_field: pa.Field | None) -> pa.Field:
+        if target_field is None:
+            return field
+        fid = field_id(target_field)
+        type_ = field.type
+        target_type = target_field.type
+        if pa.types.is_struct(type_) and pa.types.is_struct(target_type):
+            by_name = {target_type.field(i).name: target_type.field(i)
+                       for i in range(target_type.num_fields)}
+            type_ = pa.struct([match(type_.field(i), by_name.get(type_.field(i).name))
+                               for i in range(type_.num_fields)])
+        elif pa.types.is_list(type_) and pa.types.is_list(target_type):
+            type_ = pa.list_(match(type_.value_field, target_type.value_field))
+        elif pa.types.is_map(type_) and pa.types.is_map(target_type):
+            type_ = pa.map_(match(type_.key_field, target_type.key_field),
+                            match(type_.item_field, target_type.item_field))
+        metadata = {FIELD_ID_KEY: str(fid).encode()} if fid is not None else None
+        return pa.field(field.name, type_, field.nullable, metadata=metadata)
+
+    by_name = {f.name: f for f in target}
+    return pa.schema([match(f, by_name.get(f.name)) for f in schema])
+
+
+def _children_by_id(type_: pa.DataType) -> dict[int, int]:
+    found = {}
+    for i in range(type_.num_fields):
+        fid = field_id(type_.field(i))
+        if fid is not None:
+            found[fid] = i
+    return found
+
+
+def _find_path(schema: pa.Schema, fid: int) -> list[int] | None:
+    """Indices leading to a field id through structs (the only nesting a key or a filter
+    can reach into), or None."""
+    def visit(type_: pa.DataType, prefix: list[int]) -> list[int] | None:
+        for i in range(type_.num_fields):
+            child = type_.field(i)
+            if field_id(child) == fid:
+                return [*prefix, i]
+            if pa.types.is_struct(child.type):
+                found = visit(child.type, [*prefix, i])
+                if found is not None:
+                    return found
+        return None
+    return visit(pa.struct(list(schema)), [])
+
+
+def _select(file_type: pa.DataType, target_type: pa.DataType) -> bool | Selection:
+    """Which parts of a file column a target type needs (matched by id)."""
+    if pa.types.is_struct(file_type) and pa.types.is_struct(target_type):
+        by_id = _children_by_id(file_type)
+        wanted: Selection = {}
+        for i in range(target_type.num_fields):
+            target_child = target_type.field(i)
+            index = by_id.get(field_id(target_child))
+            if index is not None:
+                wanted[index] = _select(file_type.field(index).type, target_child.type)
+        # A struct none of whose wanted fields exist still needs its validity: read one leaf.
+        if wanted:
+            return wanted
+        return {0: True} if file_type.num_fields else True
+    if pa.types.is_list(file_type) and pa.types.is_list(target_type):
+        return {0: _select(file_type.value_type, target_type.value_type)}
+    if pa.types.is_map(file_type) and pa.types.is_map(target_type):
+        # Parquet reads a map with pruned keys as a list, so keys are always read whole.
+        return {0: {0: True, 1: _select(file_type.item_type, target_type.item_type)}}
+    return True
+
+
+def _merge(a: bool | Selection, b: bool | Selection) -> bool | Selection:
+    if a is True or b is True:
+        return True
+    merged = dict(a)
+    for key, value in b.items():
+        merged[key] = _merge(merged[key], value) if key in merged else value
+    return merged
+
+
+# -- projection ----------------------------------------------------------------------------
+
+
+def _constant(field: pa.Field, default: pa.Scalar | None, n: int) -> pa.Array:
+    if default is None:
+        return pa.nulls(n, field.type)
+    return pa.repeat(default, n)
+
+
+def _project(array: pa.Array, target: pa.Field, defaults: dict[int, pa.Scalar]) -> pa.Array:
+    """`array` (a file column, possibly pruned) in the shape and types of `target`."""
+    if isinstance(array, pa.ExtensionArray):
+        array = array.storage
+    type_, target_type = array.type, target.type
+    if type_.equals(target_type):
+        return array
+    if pa.types.is_struct(target_type):
+        if not pa.types.is_struct(type_):
+            raise _incompatible(type_, target)
+        by_id = _children_by_id(type_)
+        children = []
+        for i in range(target_type.num_fields):
+            child = target_type.field(i)
+            fid = field_id(child)
+            index = by_id.get(fid)
+            children.append(_constant(child, defaults.get(fid), len(array)) if index is None
+                            else _project(array.field(index), child, defaults))
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target_type), mask=mask)
+    if pa.types.is_list(target_type):
+        if not (pa.types.is_list(type_) or pa.types.is_large_list(type_)):
+            raise _incompatible(type_, target)
+        values = _project(array.values, target_type.value_field, defaults)
+        mask = array.is_null() if array.null_count else None
+        offsets = array.offsets.cast(pa.int32())
+        return pa.ListArray.from_arrays(offsets, values, type=target_type, mask=mask)
+    if pa.types.is_map(target_type):
+        if not pa.types.is_map(type_):
+            raise _incompatible(type_, target)
+        keys = _project(array.keys, target_type.key_field, defaults)
+        items = _project(array.items, target_type.item_field, defaults)
+        mask = array.is_null() if array.null_count else None
+        return pa.MapArray.from_arrays(array.offsets, keys, items, type=target_type, mask=mask)
+    try:
+        return array.cast(target_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise UnreadableFile(f"column {target.name!r}: cannot read {type_} as "
+                             f"{target_type} ({error})") from None
+
+
+def _incompatible(type_: pa.DataType, target: pa.Field) -> UnreadableFile:
+    return UnreadableFile(f"column {target.name!r}: file has {type_}, table has {target.type}")
+
+
+def _defaults(schema: Schema) -> dict[int, pa.Scalar]:
+    """Arrow scalars of every field's `initial-default`: the value of a column added after
+    a file was written, for the rows of that file."""
+    found: dict[int, pa.Scalar] = {}
+
+    def visit(fields: tuple[NestedField, ...]) -> None:
+        for f in fields:
+            if f.initial_default is not None and isinstance(f.type, PrimitiveType):
+                value = to_internal(f.initial_default, f.type)
+                found[f.field_id] = pa.scalar(to_arrow_value(value, f.type),
+                                              to_arrow_type(f.type))
+            visit(child_fields(f.type))
+
+    visit(schema.fields)
+    return found
+
+
+@dataclass
+class _Extra:
+    """A column read only for equality deletes or the residual, dropped before output."""
+
+    field_id: int
+    name: str
+    path: list[int] | None  # indices through structs in the file schema; None: not in file
+    type: pa.DataType | None  # cast to this (the filter's type), or keep the file's type
+
+
+class FileProjection:
+    """How one file's columns become the projection's: what to read and how to reshape it.
+
+    Built once per task; `project` then runs per batch with no per-row Python work.
+    """
+
+    def __init__(self, source: FileSource, projection: Schema,
+                 extra: dict[int, pa.DataType | None] | None = None,
+                 names: dict[int, str] | None = None) -> None:
+        self.target = to_arrow_schema(projection)
+        file_schema = source.schema
+        # Files without field ids are matched by name: against the projection, and for
+        # extra columns against `names` (id -> column name).
+        self._by_name: pa.Schema | None = None
+        if not _has_field_ids(file_schema):
+            self._by_name = pa.schema(list(self.target) + [
+                pa.field(name, pa.null(), metadata={FIELD_ID_KEY: str(fid).encode()})
+                for fid, name in (names or {}).items()])
+            file_schema = with_ids_by_name(file_schema, self._by_name)
+        self.file_schema = file_schema
+        self.defaults = _defaults(projection)
+        by_id = _children_by_id(pa.struct(list(file_schema)))
+        self.sources: list[int | None] = []
+        selection: Selection = {}
+        for field in self.target:
+            index = by_id.get(field_id(field))
+            self.sources.append(index)
+            if index is not None:
+                wanted = _select(file_schema.field(index).type, field.type)
+                selection[index] = _merge(selection.get(index, {}), wanted)
+        self.extras: list[_Extra] = []
+        for fid, type_ in (extra or {}).items():
+            path = _find_path(file_schema, fid)
+            self.extras.append(_Extra(fid, f"__meltwater_{fid}", path, type_))
+            if path is not None:
+                wanted = True
+                for index in reversed(path[1:]):
+                    wanted = {index: wanted}
+                selection[path[0]] = _merge(selection.get(path[0], {}), wanted)
+        self.selection = selection
+
+    def extra_type(self, extra: _Extra) -> pa.DataType:
+        if extra.type is not None:
+            return extra.type
+        if extra.path is None:
+            return pa.null()
+        type_ = pa.struct(list(self.file_schema))
+        for index in extra.path:
+            type_ = type_.field(index).type
+        return type_
+
+    def project(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A file batch (of the selected columns) as projection columns plus extras."""
+        n = batch.num_rows
+        if self._by_name is not None:
+            batch = batch.cast(with_ids_by_name(batch.schema, self._by_name))
+        by_id = {field_id(f): i for i, f in enumerate(batch.schema)}
+        arrays = []
+        for field, index in zip(self.target, self.sources, strict=True):
+            fid = field_id(field)
+            if index is None or fid not in by_id:
+                arrays.append(_constant(field, self.defaults.get(fid), n))
+            else:
+                arrays.append(_project(batch.column(by_id[fid]), field, self.defaults))
+        fields = list(self.target)
+        for extra in self.extras:
+            array = self._extra_array(batch, by_id, extra)
+            arrays.append(array)
+            fields.append(pa.field(extra.name, array.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+    def _extra_array(self, batch: pa.RecordBatch, by_id: dict[int | None, int],
+                     extra: _Extra) -> pa.Array:
+        if extra.path is None:
+            return pa.nulls(batch.num_rows, extra.type or pa.null())
+        top = self.file_schema.field(extra.path[0])
+        array = batch.column(by_id[field_id(top)])
+        type_ = top.type
+        for index in extra.path[1:]:
+            # The batch's struct may be pruned: find the child again by id.
+            child_id = field_id(type_.field(index))
+            type_ = type_.field(index).type
+            array = pc.struct_field(array, [_children_by_id(array.type)[child_id]])
+        if isinstance(array, pa.ExtensionArray):
+            array = array.storage
+        return array if extra.type is None else array.cast(extra.type)
+
+
+# -- the task pipeline ---------------------------------------------------------------------
+
+
+def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
+              batch_size: int = DEFAULT_BATCH_SIZE,
+              deletes: DeleteLoader | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one task, deletes and residual applied, in the columns of `projection`.
+
+    `projection` is the table schema at the scanned snapshot, or the subset of its columns
+    to return (plus any the residual needs); batches have exactly its column names and types
+    (`to_arrow_schema(projection)`). Pass one `DeleteLoader` for all tasks of a group so a
+    delete file that applies to many data files is read once. Empty batches are skipped.
+    """
+    from meltwater.stream.deletes import DeleteLoader
+
+    loader = deletes if deletes is not None else DeleteLoader(io)
+    data_file = task.data_file
+    source = open_source(data_file.file_path, data_file.file_format, io)
+
+    position_files = [d.file for d in task.deletes if d.is_position]
+    equality_files = [d.file for d in task.deletes if d.is_equality]
+    residual = task.residual
+    in_projection = field_paths(projection)
+    filter_types = {p.field_id: p.type for p in predicates(residual)
+                    if isinstance(p, BoundPredicate)}
+    extra: dict[int, pa.DataType | None] = {}
+    for file in equality_files:
+        for fid in file.equality_ids or ():
+            if fid not in in_projection:
+                extra[fid] = None
+    for fid, type_ in filter_types.items():
+        if fid not in in_projection:
+            extra[fid] = to_arrow_type(type_)
+    plan = FileProjection(source, projection, extra)
+
+    mask: DeletionMask | None = loader.deletion_mask(position_files, data_file.file_path)
+    equality: EqualityDeletes | None = None
+    if equality_files:
+        key_paths = {}
+        key_types = {}
+        output_schema = pa.schema(list(plan.target) + [
+            pa.field(e.name, plan.extra_type(e)) for e in plan.extras])
+        extra_names = {e.field_id: e.name for e in plan.extras}
+        for file in equality_files:
+            for fid in file.equality_ids or ():
+                path = in_projection.get(fid) or (extra_names[fid],)
+                key_paths[fid] = path
+                key_types[fid] = _type_at(output_schema, path)
+        equality = loader.equality_deletes(equality_files, key_types, key_paths)
+
+    row_filter = None
+    if not isinstance(residual, AlwaysTrue):
+        filter_schema = Schema(projection.fields + tuple(
+            NestedField(e.field_id, e.name, filter_types[e.field_id])
+            for e in plan.extras if e.field_id in filter_types))
+        row_filter = to_arrow_filter(residual, filter_schema)
+
+    output_names = [f.name for f in projection.fields]
+    for first, batch in source.batches(plan.selection, batch_size, task.start, task.length):
+        batch = plan.project(batch)
+        keep = None
+        if mask is not None:
+            keep = mask.keep(first, batch.num_rows)
+        if equality is not None:
+            deleted = equality.matches(batch)
+            if deleted is not None:
+                keep = pc.invert(deleted) if keep is None else pc.and_not(keep, deleted)
+        if keep is not None:
+            batch = batch.filter(keep)
+        if row_filter is not None and batch.num_rows:
+            batch = batch.filter(row_filter)
+        if plan.extras:
+            batch = batch.select(output_names)
+        if batch.num_rows:
+            yield batch
+
+
+def _type_at(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
+    type_ = schema.field(path[0]).type
+    for name in path[1:]:
+        type_ = type_.field(name).type
+    return type_
+
+
+def read_data_file(data_file: DataFile, projection: Schema, io: FileIO, *,
+                   batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+    """A whole file in `projection` columns, no deletes: the rows a file added."""
+    yield from read_task(FileScanTask(data_file, 0), projection, io, batch_size=batch_size)

@@ -1,0 +1,177 @@
+"""Running a planned scan: task groups in, one stream of Arrow record batches out.
+
+Worker threads read tasks (pyarrow releases the GIL while decoding) and hand batches to a
+bounded queue, so memory holds at most a few batches per worker however big the table is.
+Batches arrive in no particular order, as from any parallel Iceberg reader.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from meltwater.planner.expressions import TRUE, Expression
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.manifest_group import PlanStats
+from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.scan import TableScan
+from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
+from meltwater.planner.types import Schema
+from meltwater.stream.arrow_schema import to_arrow_schema
+from meltwater.stream.deletes import DeleteLoader
+from meltwater.stream.reader import read_task
+
+DEFAULT_BATCH_SIZE = 131_072
+_DONE = object()
+
+
+def default_threads() -> int:
+    return max(2, os.cpu_count() or 2)
+
+
+def _project(batch: pa.RecordBatch, names: list[str]) -> pa.RecordBatch:
+    if batch.schema.names == names:
+        return batch
+    return pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
+
+
+def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: Schema,
+               io: FileIO, *, batch_size: int = DEFAULT_BATCH_SIZE,
+               threads: int | None = None) -> Iterator[pa.RecordBatch]:
+    """Batches of every task, in `projection` columns, read by a pool of threads."""
+    names = [f.name for f in projection.fields]
+    tasks = list(tasks)
+    threads = max(1, min(threads or default_threads(), len(tasks) or 1))
+    deletes = DeleteLoader(io)
+    if threads == 1:
+        for task in tasks:
+            for batch in read_task(task, read_schema, io, batch_size=batch_size,
+                                   deletes=deletes):
+                yield _project(batch, names)
+        return
+    todo: queue.Queue = queue.Queue()
+    for task in tasks:
+        todo.put(task)
+    out: queue.Queue = queue.Queue(maxsize=threads * 2)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    task = todo.get_nowait()
+                except queue.Empty:
+                    return
+                for batch in read_task(task, read_schema, io, batch_size=batch_size,
+                                       deletes=deletes):
+                    if stop.is_set():
+                        return
+                    out.put(_project(batch, names))
+        except BaseException as error:  # handed to the consumer, which re-raises it
+            out.put(error)
+        finally:
+            out.put(_DONE)
+
+    workers = [threading.Thread(target=work, daemon=True, name=f"meltwater-read-{i}")
+               for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    running = len(workers)
+    try:
+        while running:
+            item = out.get()
+            if item is _DONE:
+                running -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        stop.set()
+        while running:  # unblock producers waiting on a full queue
+            try:
+                if out.get(timeout=0.1) is _DONE:
+                    running -= 1
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break
+
+
+@dataclass
+class Plan:
+    """A planned scan as data: the task groups, what they return, and pruning counts."""
+
+    scan: TableScan
+    groups: list[ScanTaskGroup]
+
+    @property
+    def tasks(self) -> list[FileScanTask]:
+        return [t for g in self.groups for t in g.tasks]
+
+    @property
+    def stats(self) -> PlanStats:
+        return self.scan.stats
+
+
+def _table(table: Table | str, io: FileIO | None) -> Table:
+    return load_table(table, io) if isinstance(table, str) else table
+
+
+def plan(table: Table | str, *, snapshot_id: int | None = None, ref: str | None = None,
+         as_of_ms: int | None = None, filter: Expression | str = TRUE,
+         columns: list[str] | None = None, case_sensitive: bool = True,
+         io: FileIO | None = None) -> Plan:
+    """Plan a scan of a table (a location, a metadata file or a loaded `Table`)."""
+    scan = TableScan(_table(table, io), snapshot_id=snapshot_id, ref=ref, as_of_ms=as_of_ms,
+                     row_filter=filter, columns=columns, case_sensitive=case_sensitive)
+    return Plan(scan, scan.plan_tasks())
+
+
+def scan(table: Table | str, *, snapshot_id: int | None = None, ref: str | None = None,
+         as_of_ms: int | None = None, filter: Expression | str = TRUE,
+         columns: list[str] | None = None, case_sensitive: bool = True,
+         limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+         threads: int | None = None, io: FileIO | None = None) -> pa.RecordBatchReader:
+    """Read a table at a snapshot, merge-on-read applied, as a stream of Arrow batches.
+
+    Example::
+
+        reader = meltwater.stream.scan("/warehouse/db/events", filter="id > 100",
+                                       columns=["id", "ts"])
+        table = reader.read_all()
+    """
+    planned = plan(table, snapshot_id=snapshot_id, ref=ref, as_of_ms=as_of_ms, filter=filter,
+                   columns=columns, case_sensitive=case_sensitive, io=io)
+    return read_plan(planned, limit=limit, batch_size=batch_size, threads=threads)
+
+
+def read_plan(planned: Plan, *, limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+              threads: int | None = None) -> pa.RecordBatchReader:
+    s = planned.scan
+    schema = to_arrow_schema(s.projection)
+    batches = read_tasks(planned.tasks, s.read_schema, s.projection, s.table.io,
+                         batch_size=batch_size, threads=threads)
+    if limit is not None:
+        batches = _limited(batches, limit)
+    return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def _limited(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    remaining = limit
+    try:
+        for batch in batches:
+            if remaining <= 0:
+                return
+            if batch.num_rows > remaining:
+                batch = batch.slice(0, remaining)
+            remaining -= batch.num_rows
+            yield batch
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()

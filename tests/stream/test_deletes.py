@@ -1,0 +1,191 @@
+"""Delete files: position masks, deletion vectors, null-safe equality key sets, caching."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from helpers import (
+    F,
+    dv_blob,
+    equality_deletes,
+    portable_roaring64,
+    position_deletes,
+    write_puffin,
+)
+from iceberg_tasks import plan_tasks, puffin_blobs
+from pyroaring import BitMap64
+
+from meltwater.planner.fileio import PyArrowFileIO
+from meltwater.planner.files import DataFile, FileContent
+from meltwater.stream.deletes import (
+    DeleteLoader,
+    DeletionMask,
+    read_deletion_vector,
+)
+from meltwater.stream.errors import CorruptDeleteFile
+
+IO = PyArrowFileIO()
+
+
+def test_mask_marks_exactly_the_deleted_positions_of_each_batch() -> None:
+    rng = random.Random(7)
+    deleted = sorted(rng.sample(range(10_000), 700))
+    mask = DeletionMask(pa.array(deleted, pa.int64()))
+    gone = set(deleted)
+    for first, n in [(0, 1000), (1000, 4096), (5096, 4904), (9999, 1)]:
+        keep = mask.keep(first, n)
+        expected = [first + i not in gone for i in range(n)]
+        assert (keep.to_pylist() if keep is not None else [True] * n) == expected
+
+
+def test_mask_is_none_for_a_batch_without_deletes() -> None:
+    mask = DeletionMask(pa.array([5, 500], pa.int64()))
+    assert mask.keep(6, 400) is None
+    assert mask.keep(501, 10) is None
+    assert mask.keep(0, 6).to_pylist() == [True] * 5 + [False]
+
+
+def test_position_file_for_several_data_files_is_read_once(tmp_path) -> None:
+    deletes = position_deletes(tmp_path / "d.parquet",
+                               [("a", 9), ("b", 1), ("a", 2), ("a", 5), ("b", 0)])
+    loader = DeleteLoader(IO)
+    assert loader.positions(deletes, "a").to_pylist() == [2, 5, 9]
+    assert loader.positions(deletes, "b").to_pylist() == [0, 1]
+    assert loader.positions(deletes, "c").to_pylist() == []
+    assert loader.reads == 1
+
+
+def test_masks_merge_several_delete_files(tmp_path) -> None:
+    one = position_deletes(tmp_path / "1.parquet", [("a", 3), ("a", 7)])
+    two = position_deletes(tmp_path / "2.parquet", [("a", 1), ("a", 7)])
+    mask = DeleteLoader(IO).deletion_mask([one, two], "a")
+    assert mask.keep(0, 9).to_pylist() == [i not in (1, 3, 7) for i in range(9)]
+    assert DeleteLoader(IO).deletion_mask([one], "zzz") is None
+
+
+def test_cache_is_bounded_and_evicts_least_recently_used(tmp_path) -> None:
+    files = [position_deletes(tmp_path / f"{i}.parquet", [("a", i)]) for i in range(3)]
+    loader = DeleteLoader(IO, max_cache_bytes=1)
+    for file in files:
+        loader.positions(file, "a")
+    loader.positions(files[2], "a")  # still cached: the newest entry is always kept
+    assert loader.reads == 3
+    loader.positions(files[0], "a")
+    assert loader.reads == 4
+
+
+def test_unreadable_position_delete_file_names_the_file(tmp_path) -> None:
+    bogus = tmp_path / "broken.parquet"
+    bogus.write_bytes(b"not parquet at all")
+    file = DataFile(FileContent.POSITION_DELETES, str(bogus), "PARQUET", 0, (), 1, 18)
+    with pytest.raises(CorruptDeleteFile, match=r"broken\.parquet"):
+        DeleteLoader(IO).positions(file, "a")
+
+
+def test_portable_layout_is_what_bitmap64_reads() -> None:
+    positions = [0, 3, 70_000, (1 << 32) + 1, (5 << 32) + 123_456]
+    assert list(BitMap64.deserialize(portable_roaring64(positions))) == positions
+
+
+def test_deletion_vector_with_positions_beyond_32_bits(tmp_path) -> None:
+    positions = [1, 2, 65_536, (1 << 32) + 7]
+    dv = write_puffin(tmp_path / "dv.puffin", dv_blob(positions), "data.parquet", 4)
+    assert read_deletion_vector(IO, dv).to_pylist() == positions
+    loader = DeleteLoader(IO)
+    assert loader.positions(dv, "data.parquet").to_pylist() == positions
+    assert loader.positions(dv, "other.parquet").to_pylist() == []
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda b: b[:4] + b"\x00" + b[5:], "magic"),
+    (lambda b: b[:-1] + bytes([b[-1] ^ 1]), "CRC"),
+    (lambda b: b"\x00\x00\x00\x01" + b[4:], "length prefix"),
+])
+def test_corrupt_deletion_vectors_are_refused(tmp_path, damage, message) -> None:
+    blob = damage(dv_blob([1, 2, 3]))
+    dv = write_puffin(tmp_path / "dv.puffin", blob, "data.parquet", 3)
+    with pytest.raises(CorruptDeleteFile, match=message) as error:
+        read_deletion_vector(IO, dv)
+    assert "dv.puffin" in str(error.value)
+
+
+def test_truncated_and_miscounted_deletion_vectors_are_refused(tmp_path) -> None:
+    blob = dv_blob([1, 2, 3])
+    (tmp_path / "short.puffin").write_bytes(b"PFA1" + blob[:10])
+    short = DataFile(FileContent.POSITION_DELETES, str(tmp_path / "short.puffin"), "PUFFIN", 0,
+                     (), 3, 14, referenced_data_file="d", content_offset=4,
+                     content_size_in_bytes=len(blob))
+    with pytest.raises(CorruptDeleteFile, match="truncated"):
+        read_deletion_vector(IO, short)
+    wrong_count = write_puffin(tmp_path / "dv.puffin", blob, "d", 5)
+    with pytest.raises(CorruptDeleteFile, match="manifest says 5"):
+        read_deletion_vector(IO, wrong_count)
+
+
+@pytest.mark.corpus
+def test_real_deletion_vectors_match_their_puffin_footer(corpus) -> None:
+    scenario = corpus.scenarios["v3_deletion_vectors"]
+    checked = 0
+    for snapshot in scenario.snapshots:
+        if snapshot.expired:
+            continue
+        for task in plan_tasks(scenario.metadata_location, snapshot.snapshot_id):
+            for ref in task.deletes:
+                if not ref.file.is_deletion_vector:
+                    continue
+                blob = next(b for b in puffin_blobs(ref.file.file_path)
+                            if b["offset"] == ref.file.content_offset)
+                positions = read_deletion_vector(IO, ref.file).to_pylist()
+                assert len(positions) == int(blob["properties"]["cardinality"])
+                assert positions == sorted(set(positions))
+                assert positions[-1] < task.data_file.record_count
+                checked += 1
+    assert checked >= 4
+
+
+def _batch(ids: list, names: list) -> pa.RecordBatch:
+    return pa.record_batch({"id": pa.array(ids, pa.int64()), "name": pa.array(names)})
+
+
+def test_equality_keys_match_nulls_to_nulls(tmp_path) -> None:
+    schema = pa.schema([F("name", pa.string(), 2)])
+    file = equality_deletes(tmp_path / "eq.parquet",
+                            pa.table({"name": [None, "x"]}, schema=schema), (2,))
+    sets = DeleteLoader(IO).equality_deletes([file], {2: pa.string()}, {2: ("name",)})
+    batch = _batch([1, 2, 3, 4], ["x", None, "y", "x"])
+    assert sets.matches(batch).to_pylist() == [True, True, False, True]
+
+
+def test_multi_column_keys_are_null_safe_and_whole(tmp_path) -> None:
+    schema = pa.schema([F("id", pa.int32(), 1), F("name", pa.string(), 2)])
+    keys = pa.table({"id": [1, 2, None, 1], "name": ["a", None, "c", "a"]}, schema=schema)
+    file = equality_deletes(tmp_path / "eq.parquet", keys, (1, 2))
+    loader = DeleteLoader(IO)
+    assert loader.equality_keys(file).num_rows == 3  # distinct keys only
+    sets = loader.equality_deletes([file], {1: pa.int64(), 2: pa.string()},
+                                   {1: ("id",), 2: ("name",)})
+    batch = _batch([1, 1, 2, 2, None, None, 3], ["a", "b", None, "a", "c", None, "a"])
+    assert sets.matches(batch).to_pylist() == [True, False, True, False, True, False, False]
+
+
+def test_files_with_different_equality_ids_are_separate_key_sets(tmp_path) -> None:
+    by_id = equality_deletes(tmp_path / "1.parquet",
+                             pa.table({"id": [5]}, schema=pa.schema([F("id", pa.int64(), 1)])),
+                             (1,))
+    by_name = equality_deletes(
+        tmp_path / "2.parquet",
+        pa.table({"name": ["z"]}, schema=pa.schema([F("name", pa.string(), 2)])), (2,))
+    sets = DeleteLoader(IO).equality_deletes([by_id, by_name], {1: pa.int64(), 2: pa.string()},
+                                             {1: ("id",), 2: ("name",)})
+    batch = _batch([5, 6, 7], ["a", "z", "b"])
+    assert sets.matches(batch).to_pylist() == [True, True, False]
+
+
+def test_equality_file_without_the_key_column_is_corrupt(tmp_path) -> None:
+    file = equality_deletes(tmp_path / "eq.parquet",
+                            pa.table({"id": [5]}, schema=pa.schema([F("id", pa.int64(), 1)])),
+                            (3,))
+    with pytest.raises(CorruptDeleteFile, match="field id 3"):
+        DeleteLoader(IO).equality_keys(file)
