@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
+from meltwater.cli import table_commands
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     version = commands.add_parser("version", help="print the versions of meltwater and its engines")
     version.set_defaults(handler=_version)
+    table_commands.register(commands)
     return parser
 
 
