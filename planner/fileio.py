@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
 from meltwater.planner.errors import MeltwaterError
 
 

@@ -7,6 +7,7 @@ tests that need it fail with a message saying how to fix it; they never skip sil
 from __future__ import annotations
 
 import pytest
+
 from corpus.build import ensure_corpus
 from corpus.loader import Corpus
 from corpus.writer_env import WriterEnvError

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from corpus.compare import assert_same_rows
 
 ROW_FIELD_ID = 2147483544  # the spec's id of the `row` column in position delete files
