@@ -154,3 +154,43 @@ def test_cli_bad_input_is_one_line_and_exit_2(corpus, args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+class _TruncatingIO:
+    """A FileIO whose copy of one file is cut short, as after a failed upload."""
+
+    def __init__(self, victim: str) -> None:
+        from meltwater.planner.fileio import PyArrowFileIO
+
+        self.base = PyArrowFileIO()
+        self.victim = victim
+
+    def open_input(self, location: str):
+        if location == self.victim:
+            return pa.BufferReader(self.base.read_bytes(location)[:200])
+        return self.base.open_input(location)
+
+    def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
+        data = self.base.read_bytes(location, offset, length)
+        return data[:200] if location == self.victim else data
+
+    def exists(self, location: str) -> bool:
+        return self.base.exists(location)
+
+    def list_dir(self, location: str) -> list[str]:
+        return self.base.list_dir(location)
+
+
+@pytest.mark.parametrize("kind", ["data", "delete"])
+def test_truncated_files_raise_a_typed_error_naming_the_file(corpus, kind):
+    from meltwater.planner.errors import MeltwaterError
+
+    scenario = corpus.scenarios["mor_partitioned"]
+    planned = meltwater.stream.plan(scenario.location)
+    task = next(t for t in planned.tasks if t.deletes)
+    victim = task.data_file.file_path if kind == "data" else task.deletes[0].file.file_path
+    table = load_table(scenario.location, _TruncatingIO(victim))
+    with pytest.raises(MeltwaterError) as raised:
+        meltwater.stream.scan(table).read_all()
+    message = str(raised.value)
+    assert victim in message and "\n" not in message
