@@ -1,0 +1,107 @@
+"""Generates the bench tables once per generator version and size, then reuses them.
+
+Like tests/corpus/build.py: the directory is keyed by a hash of the writer scripts, the
+writer environment and the requested sizes; a lock lets concurrent runs share one
+generation and a `READY` marker written last tells a complete set from an interrupted one.
+Iceberg metadata stores absolute paths, so the tables are generated in place.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from corpus.writer_env import (
+    WriterEnv,
+    WriterEnvError,
+    cache_root,
+    ensure_writer_env,
+)
+
+WRITER_DIR = Path(__file__).resolve().parent / "writer"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big the generated tables are; part of the cache key."""
+
+    rows: int
+    files: int
+    manifests: int
+
+
+@dataclass(frozen=True)
+class BenchTables:
+    """The generated tables: the writer environment and what make_tables.py recorded."""
+
+    home: Path
+    env: WriterEnv
+    scan: dict[str, Any]
+    plan: dict[str, Any]
+
+    @property
+    def warehouse(self) -> Path:
+        return self.home / "warehouse"
+
+
+def generator_version(sizes: Sizes, env: WriterEnv) -> str:
+    """Changes with the writer scripts, the writer environment and the sizes, nothing else."""
+    digest = hashlib.sha256(f"{sizes}|{env.python}".encode())
+    for source in sorted(WRITER_DIR.glob("*.py")):
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def writer_child_env(env: WriterEnv) -> dict[str, str]:
+    """The parent's environment minus anything pointing Spark at the main venv's pyspark 4."""
+    child = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SPARK_", "PYSPARK_", "PYTHONPATH"))}
+    child["PYSPARK_PYTHON"] = str(env.python)
+    return child
+
+
+def ensure_tables(sizes: Sizes, log: Callable[[str], None] = print) -> BenchTables:
+    """Return the bench tables, generating them first if this version has none (minutes)."""
+    env = ensure_writer_env(log)
+    home = cache_root() / f"bench-tables-{generator_version(sizes, env)}"
+    if not (home / "READY").exists():
+        home.parent.mkdir(parents=True, exist_ok=True)
+        with open(home.parent / f"{home.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one generator at a time; the others wait
+            if not (home / "READY").exists():
+                _generate(home, env, sizes, log)
+    record = json.loads((home / "tables.json").read_text())
+    return BenchTables(home, env, record["scan_mor"], record["plan_many_manifests"])
+
+
+def _generate(home: Path, env: WriterEnv, sizes: Sizes, log: Callable[[str], None]) -> None:
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    log(f"generating the bench tables in {home} (once per generator version) ...")
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(env.python), str(WRITER_DIR / "make_tables.py"), "--out", str(home),
+         "--jars", env.spark_jars(), "--rows", str(sizes.rows), "--files", str(sizes.files),
+         "--manifests", str(sizes.manifests)],
+        env=writer_child_env(env), capture_output=True, text=True,
+    )
+    (home / "generate.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-25:])
+        raise WriterEnvError(f"bench table generation failed; log in {home}/generate.log\n{tail}")
+    log(result.stdout.strip())
+    log(f"bench tables generated in {time.monotonic() - started:.0f}s")
+    (home / "READY").write_text("ok\n")
