@@ -1,0 +1,80 @@
+"""Change tasks: what changed in one commit, in Iceberg's own vocabulary.
+
+Incremental planning turns the commits of a range into these tasks; the engine
+(`meltwater.stream.reconstruction`) turns each into change rows. Each task carries every delete
+file the engine needs, so reading never consults table metadata:
+
+- `AddedRowsTask`: a data file the commit added. Its rows are INSERTs, except rows removed
+  by position deletes or DVs of the same commit (`deletes`), which apply to same-sequence
+  data; equality deletes of the same commit never apply to it.
+- `DeletedDataFileTask`: a data file the commit removed (copy-on-write rewrite, overwrite,
+  metadata delete). Its rows that were live before the commit, the file minus
+  `existing_deletes`, are DELETEs.
+- `DeletedRowsTask`: an older data file whose applicable deletes changed in the commit. A
+  row is DELETEd when it was live under `deletes_before` and is not under `deletes_after`
+  (and, should a commit ever undelete, INSERTed in the opposite case). `added_deletes` are
+  the commit's new delete files among `deletes_after`, for the payload fast path: position
+  deletes carrying the deleted `row` can be emitted without reading the data file.
+
+Iceberg Java's javadoc example for DeletedRowsScanTask, as a worked case: snapshot S1 adds
+data file F1 with rows r1..r3; S2 adds a position delete D1 of r1; S3 adds a position
+delete D2 of r2. The changes of S3 are one DeletedRowsTask(F1, deletes_before=(D1,),
+deletes_after=(D1, D2), added_deletes=(D2,)) yielding DELETE r2 only: r1 was already gone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meltwater.planner.files import DataFile
+from meltwater.planner.tasks import DeleteFileRef
+
+
+@dataclass(frozen=True)
+class ChangeCommit:
+    """The commit a change belongs to, and its place in the range."""
+
+    ordinal: int  # 0-based position of the commit in the range, oldest first
+    snapshot_id: int
+    sequence_number: int
+    timestamp_ms: int
+    operation: str
+
+
+@dataclass(frozen=True)
+class AddedRowsTask:
+    commit: ChangeCommit
+    data_file: DataFile
+    sequence_number: int
+    deletes: tuple[DeleteFileRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeletedDataFileTask:
+    commit: ChangeCommit
+    data_file: DataFile
+    sequence_number: int
+    existing_deletes: tuple[DeleteFileRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeletedRowsTask:
+    commit: ChangeCommit
+    data_file: DataFile
+    sequence_number: int
+    deletes_before: tuple[DeleteFileRef, ...]
+    deletes_after: tuple[DeleteFileRef, ...]
+    added_deletes: tuple[DeleteFileRef, ...] = ()
+
+
+ChangeTask = AddedRowsTask | DeletedDataFileTask | DeletedRowsTask
+
+
+@dataclass(frozen=True)
+class CommitChanges:
+    """All change tasks of one commit: carry-over removal and update pairing need them
+    together, so a commit is the unit the engine reconstructs (and a stream may split a
+    huge commit's tasks across micro-batches only before those steps)."""
+
+    commit: ChangeCommit
+    tasks: tuple[ChangeTask, ...]

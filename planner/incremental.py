@@ -1,0 +1,392 @@
+"""Incremental planning: the change tasks of every commit in a range (from, to].
+
+A commit's own manifest list is enough to plan its changes. Manifests a commit wrote
+(`added_snapshot_id` is the commit) hold the entries it ADDED or DELETED; every other live
+entry was already live at its parent. So the parent's state is the commit's state minus
+what it added plus what it deleted, and planning never reads the parent's manifest list
+(which also works when the parent has expired).
+
+Older manifests are read only for context, pruned by partition summaries against the
+partitions the commit's delete files touch: the live data files those deletes may hit, and
+the delete files that already applied to them. Manifests are cached by path, so a stream
+advancing one commit at a time decodes each manifest once. `replace` commits (compaction,
+delete-file rewrites) change no rows and are skipped without reading anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from meltwater.planner.change_tasks import (
+    AddedRowsTask,
+    ChangeCommit,
+    ChangeTask,
+    CommitChanges,
+    DeletedDataFileTask,
+    DeletedRowsTask,
+)
+from meltwater.planner.delete_index import DeleteFileIndex, referenced_data_file
+from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.evaluators import FilterEvaluators
+from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
+from meltwater.planner.files import (
+    DataFile,
+    EntryStatus,
+    FileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+)
+from meltwater.planner.manifest_group import PlanStats
+from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
+from meltwater.planner.metadata import Snapshot, SnapshotNotFound, Table, TableMetadata
+from meltwater.planner.tasks import DeleteFileRef
+
+log = logging.getLogger(__name__)
+
+NO_CHANGE_OPERATIONS = frozenset({"replace"})
+
+
+class InvalidRange(MeltwaterError):
+    """A change range whose ends do not form a valid (from, to] along one lineage."""
+
+
+class ExpiredSnapshots(InvalidRange):
+    """Part of the range's history has expired and can no longer be read."""
+
+
+@dataclass(frozen=True)
+class ChangeRange:
+    """Commits after `from_snapshot_id` up to and including `to`, oldest first."""
+
+    from_snapshot_id: int | None
+    to_snapshot_id: int | None
+    commits: tuple[Snapshot, ...]
+    expired_skipped: tuple[int, ...] = ()
+
+
+def _snapshot_by_sequence(lineage: list[Snapshot], sequence_number: int) -> Snapshot | None:
+    """The newest snapshot of a lineage (newest first) at or before a sequence number."""
+    return next((s for s in lineage if s.sequence_number <= sequence_number), None)
+
+
+def _snapshot_by_time(lineage: list[Snapshot], timestamp_ms: int) -> Snapshot | None:
+    return next((s for s in lineage if s.timestamp_ms <= timestamp_ms), None)
+
+
+def _resolve_to(metadata: TableMetadata, snapshot_id: int | None, sequence: int | None,
+                timestamp_ms: int | None, ref: str | None) -> Snapshot | None:
+    given = [v for v in (snapshot_id, sequence, timestamp_ms, ref) if v is not None]
+    if len(given) > 1:
+        raise InvalidRange("give the range's end once: snapshot id, sequence number, "
+                           "timestamp or ref")
+    if snapshot_id is not None:
+        return metadata.snapshot(snapshot_id)
+    if ref is not None:
+        return metadata.snapshot_for_ref(ref)
+    current = metadata.current_snapshot
+    if current is None:
+        return None
+    lineage = metadata.ancestors(current.snapshot_id)
+    if sequence is not None:
+        found = _snapshot_by_sequence(lineage, sequence)
+        if found is None:
+            raise SnapshotNotFound(f"no snapshot at or before sequence number {sequence}")
+        return found
+    if timestamp_ms is not None:
+        found = _snapshot_by_time(lineage, timestamp_ms)
+        if found is None:
+            raise SnapshotNotFound(f"no snapshot at or before {timestamp_ms} ms")
+        return found
+    return current
+
+
+def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
+                  from_sequence: int | None = None, from_timestamp_ms: int | None = None,
+                  from_ref: str | None = None, to_snapshot_id: int | None = None,
+                  to_sequence: int | None = None, to_timestamp_ms: int | None = None,
+                  to_ref: str | None = None, skip_expired: bool = False) -> ChangeRange:
+    """The commits of (from, to], walking `to`'s parent chain back to `from`.
+
+    `from` is exclusive: by snapshot id, by sequence number (changes committed with a
+    greater one), by time (changes committed after it) or by ref. Missing `from` means the
+    whole history; missing `to` the current snapshot.
+    """
+    metadata = table.metadata
+    to = _resolve_to(metadata, to_snapshot_id, to_sequence, to_timestamp_ms, to_ref)
+    if to is None:
+        return ChangeRange(None, None, ())
+    lineage = metadata.ancestors(to.snapshot_id)
+    given = [v for v in (from_snapshot_id, from_sequence, from_timestamp_ms, from_ref)
+             if v is not None]
+    if len(given) > 1:
+        raise InvalidRange("give the range's start once: snapshot id, sequence number, "
+                           "timestamp or ref")
+    start: int | None = from_snapshot_id
+    if from_ref is not None:
+        start = metadata.snapshot_for_ref(from_ref).snapshot_id
+    elif from_sequence is not None:
+        found = _snapshot_by_sequence(lineage, from_sequence)
+        start = found.snapshot_id if found is not None else None
+    elif from_timestamp_ms is not None:
+        found = _snapshot_by_time(lineage, from_timestamp_ms)
+        start = found.snapshot_id if found is not None else None
+    commits: list[Snapshot] = []
+    expired: list[int] = []
+    for snapshot in lineage:
+        if snapshot.snapshot_id == start:
+            break
+        commits.append(snapshot)
+    else:
+        oldest = lineage[-1]
+        if oldest.parent_id is not None and oldest.parent_id != start:
+            # the chain stops at an expired parent before reaching `from`
+            if start is not None and start not in metadata.snapshots and not skip_expired:
+                raise ExpiredSnapshots(
+                    f"snapshots between {start} and {to.snapshot_id} have expired (the "
+                    f"oldest retained ancestor {oldest.snapshot_id} has parent "
+                    f"{oldest.parent_id}, which is gone); start from {oldest.snapshot_id}")
+            if start is not None and start in metadata.snapshots:
+                raise InvalidRange(f"snapshot {start} is not an ancestor of "
+                                   f"{to.snapshot_id}")
+            if not skip_expired:
+                raise ExpiredSnapshots(
+                    f"the history before snapshot {oldest.snapshot_id} has expired (its "
+                    f"parent {oldest.parent_id} is gone); start from {oldest.snapshot_id} "
+                    "or opt in to skipping expired snapshots")
+            expired.append(oldest.parent_id)
+            log.warning("skipping expired snapshots before %s (parent %s is gone)",
+                        oldest.snapshot_id, oldest.parent_id)
+        elif start is not None and oldest.parent_id is None:
+            raise InvalidRange(f"snapshot {start} is not an ancestor of {to.snapshot_id}")
+    commits.reverse()
+    return ChangeRange(start, to.snapshot_id, tuple(commits), tuple(expired))
+
+
+def _key(ref: DeleteFileRef) -> tuple[str, int | None]:
+    return ref.file.file_path, ref.file.content_offset
+
+
+def _partition_may_be_in(manifest: ManifestFile, partition: tuple[Any, ...]) -> bool:
+    """Could a manifest hold files of this partition, judging by its summaries?"""
+    summaries = manifest.partitions
+    if summaries is None or len(summaries) != len(partition):
+        return True
+    for value, summary in zip(partition, summaries, strict=True):
+        if value is None:
+            if not summary.contains_null:
+                return False
+            continue
+        if isinstance(value, float) and value != value:
+            if summary.contains_nan is False:
+                return False
+            continue
+        try:
+            if summary.lower_bound is not None and value < summary.lower_bound:
+                return False
+            if summary.upper_bound is not None and value > summary.upper_bound:
+                return False
+        except TypeError:
+            continue
+    return True
+
+
+@dataclass
+class _Touched:
+    """What a commit's delete files reach: partitions, named files, or everything."""
+
+    partitions: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+    everything: bool = False
+
+    def add(self, delete: DataFile, specs) -> None:
+        spec = specs.get(delete.spec_id)
+        target = referenced_data_file(delete)
+        if delete.content == FileContent.EQUALITY_DELETES and (spec is None
+                                                               or spec.is_unpartitioned):
+            self.everything = True
+        elif target is not None and delete.content == FileContent.POSITION_DELETES:
+            self.files.add(target)
+            self.partitions.add((delete.spec_id, delete.partition))
+        else:
+            self.partitions.add((delete.spec_id, delete.partition))
+
+    def is_empty(self) -> bool:
+        return not (self.partitions or self.files or self.everything)
+
+    def may_hold(self, manifest: ManifestFile) -> bool:
+        if self.everything:
+            return True
+        return any(spec_id == manifest.partition_spec_id
+                   and _partition_may_be_in(manifest, partition)
+                   for spec_id, partition in self.partitions)
+
+    def reaches(self, file: DataFile) -> bool:
+        if self.everything or file.file_path in self.files:
+            return True
+        return (file.spec_id, file.partition) in self.partitions
+
+
+class IncrementalPlanner:
+    """Plans the change tasks of commits; one instance per table metadata."""
+
+    def __init__(self, table: Table, row_filter: Expression = TRUE, *,
+                 cache: ManifestCache | None = MANIFEST_CACHE,
+                 stats: PlanStats | None = None) -> None:
+        self.table = table
+        self.metadata = table.metadata
+        self.reader = ManifestReader(self.metadata, table.io, cache)
+        self.row_filter = row_filter
+        self.stats = stats or PlanStats()
+        self._filtered = not isinstance(row_filter, AlwaysTrue)
+        self._evaluators = (FilterEvaluators(self.metadata.schema, row_filter,
+                                             self.metadata.specs)
+                            if self._filtered else None)
+
+    def _may_match(self, file: DataFile) -> bool:
+        if self._evaluators is None:
+            return True
+        return self._evaluators.file_may_match(file)
+
+    def _entries(self, manifest: ManifestFile) -> tuple[ManifestEntry, ...]:
+        self.stats.add(manifests_read=1)
+        return self.reader.entries(manifest)
+
+    def plan_commit(self, snapshot: Snapshot, ordinal: int, *,
+                    appends_only: bool = False) -> CommitChanges:
+        commit = ChangeCommit(ordinal, snapshot.snapshot_id, snapshot.sequence_number,
+                              snapshot.timestamp_ms, snapshot.operation)
+        if snapshot.operation in NO_CHANGE_OPERATIONS or (
+                appends_only and snapshot.operation != "append"):
+            return CommitChanges(commit, ())
+        manifests = self.reader.manifest_list(snapshot)
+        data_manifests = [m for m in manifests if m.content == ManifestContent.DATA]
+        delete_manifests = [m for m in manifests if m.content == ManifestContent.DELETES]
+        self.stats.add(data_manifests=len(data_manifests),
+                       delete_manifests=len(delete_manifests))
+        sid = snapshot.snapshot_id
+
+        def own(manifest_list: list[ManifestFile]) -> list[ManifestFile]:
+            return [m for m in manifest_list if m.added_snapshot_id == sid]
+
+        added_data: list[ManifestEntry] = []
+        removed_data: list[ManifestEntry] = []
+        for manifest in own(data_manifests):
+            for entry in self._entries(manifest):
+                if entry.snapshot_id != sid:
+                    continue
+                if entry.status == EntryStatus.ADDED:
+                    added_data.append(entry)
+                elif entry.status == EntryStatus.DELETED:
+                    removed_data.append(entry)
+        if appends_only:
+            tasks = [AddedRowsTask(commit, e.file, e.sequence_number) for e in added_data
+                     if self._may_match(e.file)]
+            self.stats.add(tasks=len(tasks))
+            return CommitChanges(commit, tuple(tasks))
+        added_deletes: list[ManifestEntry] = []
+        removed_deletes: list[ManifestEntry] = []
+        for manifest in own(delete_manifests):
+            for entry in self._entries(manifest):
+                if entry.snapshot_id != sid:
+                    continue
+                if entry.status == EntryStatus.ADDED:
+                    added_deletes.append(entry)
+                elif entry.status == EntryStatus.DELETED:
+                    removed_deletes.append(entry)
+
+        touched = _Touched()
+        for entry in added_deletes + removed_deletes:
+            touched.add(entry.file, self.metadata.specs)
+        affected: list[ManifestEntry] = []
+        if not touched.is_empty():
+            for manifest in data_manifests:
+                if not touched.may_hold(manifest):
+                    self.stats.add(manifests_skipped_by_partition=1)
+                    continue
+                for entry in self._entries(manifest):
+                    if (entry.status != EntryStatus.DELETED and not (
+                            entry.status == EntryStatus.ADDED and entry.snapshot_id == sid)
+                            and touched.reaches(entry.file)):
+                        affected.append(entry)
+        # Delete files that may apply to the data files this commit removes or affects.
+        context = _Touched()
+        for entry in removed_data + affected + added_data:
+            context.partitions.add((entry.file.spec_id, entry.file.partition))
+        before, after = self._delete_indexes(snapshot, delete_manifests, context,
+                                             added_deletes, removed_deletes)
+        tasks: list[ChangeTask] = []
+        for entry in removed_data:
+            if self._may_match(entry.file):
+                tasks.append(DeletedDataFileTask(
+                    commit, entry.file, entry.sequence_number,
+                    before.for_data_file(entry.sequence_number, entry.file)))
+        for entry in affected:
+            if not self._may_match(entry.file):
+                continue
+            was = before.for_data_file(entry.sequence_number, entry.file)
+            now = after.for_data_file(entry.sequence_number, entry.file)
+            was_keys = {_key(r) for r in was}
+            now_keys = {_key(r) for r in now}
+            if was_keys == now_keys:
+                continue
+            tasks.append(DeletedRowsTask(
+                commit, entry.file, entry.sequence_number, was, now,
+                tuple(r for r in now if _key(r) not in was_keys)))
+        for entry in added_data:
+            if self._may_match(entry.file):
+                tasks.append(AddedRowsTask(
+                    commit, entry.file, entry.sequence_number,
+                    after.for_data_file(entry.sequence_number, entry.file)))
+        self.stats.add(tasks=len(tasks), delete_files_matched=len(added_deletes))
+        return CommitChanges(commit, tuple(tasks))
+
+    def _delete_indexes(self, snapshot: Snapshot, delete_manifests: list[ManifestFile],
+                        context: _Touched, added: list[ManifestEntry],
+                        removed: list[ManifestEntry]) -> tuple[DeleteFileIndex,
+                                                                DeleteFileIndex]:
+        """Delete indexes before and after the commit, for the files in `context`."""
+        specs, types = self.metadata.specs, self.metadata.field_types
+        before = DeleteFileIndex(specs, types)
+        after = DeleteFileIndex(specs, types)
+        if context.is_empty() or not delete_manifests:
+            return before, after
+        sid = snapshot.snapshot_id
+        added_keys = {(e.file.file_path, e.file.content_offset) for e in added}
+        for manifest in delete_manifests:
+            unpartitioned = self.metadata.specs[manifest.partition_spec_id].is_unpartitioned
+            if not unpartitioned and not context.may_hold(manifest):
+                self.stats.add(manifests_skipped_by_partition=1)
+                continue
+            for entry in self._entries(manifest):
+                if entry.status == EntryStatus.DELETED:
+                    continue
+                ref = DeleteFileRef(entry.file, entry.sequence_number)
+                after.add(ref)
+                is_new = entry.snapshot_id == sid and entry.status == EntryStatus.ADDED
+                if not is_new or (entry.file.file_path, entry.file.content_offset) \
+                        not in added_keys:
+                    before.add(ref)
+        for entry in removed:
+            before.add(DeleteFileRef(entry.file, entry.sequence_number))
+        return before, after
+
+    def plan(self, change_range: ChangeRange, *,
+             appends_only: bool = False) -> Iterator[CommitChanges]:
+        """The changes of each commit in the range, planned lazily, oldest first."""
+        for ordinal, snapshot in enumerate(change_range.commits):
+            yield self.plan_commit(snapshot, ordinal, appends_only=appends_only)
+
+
+def plan_changes(table: Table, change_range: ChangeRange, *, row_filter: Expression = TRUE,
+                 appends_only: bool = False,
+                 cache: ManifestCache | None = MANIFEST_CACHE) -> list[CommitChanges]:
+    return list(IncrementalPlanner(table, row_filter, cache=cache).plan(
+        change_range, appends_only=appends_only))
+
+
+def commits_with_changes(changes: Iterable[CommitChanges]) -> list[CommitChanges]:
+    return [c for c in changes if c.tasks]
