@@ -68,3 +68,48 @@ def write_puffin(path: Path, blob: bytes, referenced: str, cardinality: int) -> 
 
 def task(data: DataFile, *deletes: DataFile, **options) -> FileScanTask:
     return FileScanTask(data, 1, tuple(DeleteFileRef(d, 2) for d in deletes), **options)
+
+
+ROW_ID = 2147483544
+
+
+def position_deletes_with_rows(path: Path, entries: list[tuple[str, int, dict]],
+                               row_fields: list[pa.Field]) -> DataFile:
+    """A position delete file carrying each deleted row in the `row` struct (field id
+    2147483544), as Iceberg Java writes when asked to keep deleted rows."""
+    schema = pa.schema([F("file_path", pa.string(), 2147483546, False),
+                        F("pos", pa.int64(), 2147483545, False),
+                        F("row", pa.struct(row_fields), ROW_ID, False)])
+    table = pa.Table.from_pylist([{"file_path": f, "pos": p, "row": r} for f, p, r in entries],
+                                 schema=schema)
+    pq.write_table(table, path)
+    return DataFile(FileContent.POSITION_DELETES, str(path), "PARQUET", 0, (), len(entries),
+                    path.stat().st_size)
+
+
+class GuardedIO:
+    """A FileIO that refuses to open some locations: proves a path is never read."""
+
+    def __init__(self, inner, forbidden: set[str]) -> None:
+        self.inner = inner
+        self.forbidden = set(forbidden)
+        self.opened: list[str] = []
+
+    def _check(self, location: str) -> None:
+        if location in self.forbidden:
+            raise AssertionError(f"{location} must not be read")
+        self.opened.append(location)
+
+    def open_input(self, location: str):
+        self._check(location)
+        return self.inner.open_input(location)
+
+    def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
+        self._check(location)
+        return self.inner.read_bytes(location, offset, length)
+
+    def exists(self, location: str) -> bool:
+        return self.inner.exists(location)
+
+    def list_dir(self, location: str) -> list[str]:
+        return self.inner.list_dir(location)

@@ -1,0 +1,594 @@
+"""Change tasks -> change rows: what one commit inserted, deleted and updated.
+
+The planner (`meltwater.planner.incremental`) describes each commit of a range as a
+`CommitChanges` of tasks in Iceberg's vocabulary (`meltwater.planner.change_tasks`); this
+module reads the files those tasks name and produces Arrow batches of the table columns
+plus the change metadata columns (`change_schema`). The pipeline per commit:
+
+1. **rows that left**, first: `DeletedDataFileTask` -> the removed file's rows that were
+   live before (file minus `existing_deletes`); `DeletedRowsTask` -> the rows of an older
+   file live under `deletes_before` and not under `deletes_after`, read in one pass with a
+   live mask per set (`read_with_delete_sets`), and only the row groups where a deleted
+   position changed when only position deletes / DVs changed (a new DV replacing an old
+   one: its DELETEs are the new positions minus the old);
+2. **rows that arrived**: `AddedRowsTask` -> the added file minus its same-commit position
+   deletes and DVs;
+3. **carry-over removal** and **update pairing** (`meltwater.stream.updates`), which need
+   the whole commit's changes at once, so only then is the commit held in memory;
+4. the **metadata columns**, in Iceberg's or Delta's change type names.
+
+The **payload fast path** never opens the data file: when every delete file a commit added
+for a file is a position delete file carrying the deleted `row`, and the deletes that
+already applied can be checked on those rows (positions and DVs, or equality deletes whose
+key columns the payload holds), the DELETEs are the payload rows, deduplicated by position
+and minus the positions and keys already deleted before.
+
+Equality deletes are resolved against the live rows by default, because upsert writers
+emit a delete for every key they write, existing or not, and a delete matching nothing is
+no change. `ChangeOptions(equality_deletes="trust-payload")` instead emits the rows of
+equality delete files that hold every projected column as DELETEs without reading data:
+right, and much cheaper, only for CDC writers that delete exactly the rows that exist
+(each such file's rows are emitted once per commit, as written).
+
+Worked example, Iceberg's `DeletedRowsScanTask` javadoc case: S1 adds F1 with rows r1..r3,
+S2 adds position delete D1 of r1, S3 adds D2 of r2. S3's one task,
+`DeletedRowsTask(F1, deletes_before=(D1,), deletes_after=(D1, D2), added_deletes=(D2,))`,
+yields DELETE r2: r1 was gone already, r3 is live before and after.
+
+Memory: a commit whose changes need comparing (both rows that left and rows that arrived,
+with carry-over removal or update pairing on) is held whole, so it is bounded by the
+commit's change size; every other commit streams batch by batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from meltwater.planner.change_tasks import (
+    AddedRowsTask,
+    ChangeCommit,
+    ChangeTask,
+    CommitChanges,
+    DeletedDataFileTask,
+    DeletedRowsTask,
+)
+from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.files import DataFile
+from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.types import NestedField, Schema, StructType
+from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
+from meltwater.stream.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
+from meltwater.stream.deletes import FILE_PATH_ID, POS_ID, DeleteLoader
+from meltwater.stream.reader import (
+    DEFAULT_BATCH_SIZE,
+    FileProjection,
+    open_source,
+    read_task,
+    read_with_delete_sets,
+)
+from meltwater.stream.updates import (
+    CHANGE_ORDINAL,
+    CHANGE_TYPE,
+    CHANGE_TYPE_NAMES,
+    COMMIT_SEQUENCE_NUMBER,
+    COMMIT_SNAPSHOT_ID,
+    COMMIT_TIMESTAMP,
+    DELETE,
+    INSERT,
+    deletes_first,
+    net_changes,
+    pair_updates,
+    remove_carryover,
+)
+
+ROW_ID = 2147483544  # the `row` column of position delete files: the deleted row
+CHANGE_TYPE_ID = 2147483543
+CHANGE_ORDINAL_ID = 2147483542
+COMMIT_SNAPSHOT_ID_ID = 2147483541
+EQUALITY_DELETE_MODES = ("resolve", "trust-payload")
+
+
+class ChangeOptionError(MeltwaterError):
+    """An invalid change option value."""
+
+
+@dataclass(frozen=True)
+class ChangeOptions:
+    """How change rows are shaped.
+
+    `identifier_field_ids` is resolved by the caller (the table's identifier fields, or
+    the user's columns); update pairing needs it and `compute_updates`.
+    """
+
+    net: bool = False  # collapse a range to each row's net effect (see `reconstruct_range`)
+    compute_updates: bool = False  # DELETE + INSERT of one key -> UPDATE_BEFORE/UPDATE_AFTER
+    identifier_field_ids: tuple[int, ...] | None = None
+    keep_carryover: bool = False  # keep rows deleted and re-inserted unchanged in a commit
+    equality_deletes: str = "resolve"  # or "trust-payload" (see the module doc)
+    change_type_names: str = "iceberg"  # or "delta": insert, delete, update_pre/postimage
+
+    def __post_init__(self) -> None:
+        if self.equality_deletes not in EQUALITY_DELETE_MODES:
+            raise ChangeOptionError(
+                f"unknown equality-deletes mode {self.equality_deletes!r} (choose from "
+                f"{', '.join(EQUALITY_DELETE_MODES)})")
+        if self.change_type_names not in CHANGE_TYPE_NAMES:
+            raise ChangeOptionError(
+                f"unknown change type names {self.change_type_names!r} (choose from "
+                f"{', '.join(CHANGE_TYPE_NAMES)})")
+        if self.identifier_field_ids is not None:
+            object.__setattr__(self, "identifier_field_ids", tuple(self.identifier_field_ids))
+
+    @property
+    def pairs_updates(self) -> bool:
+        return self.compute_updates and bool(self.identifier_field_ids)
+
+
+def _meta_field(name: str, type_: pa.DataType, fid: int | None) -> pa.Field:
+    metadata = {FIELD_ID_KEY: str(fid).encode()} if fid is not None else None
+    return pa.field(name, type_, nullable=False, metadata=metadata)
+
+
+METADATA_FIELDS = (
+    _meta_field(CHANGE_TYPE, pa.string(), CHANGE_TYPE_ID),
+    _meta_field(CHANGE_ORDINAL, pa.int32(), CHANGE_ORDINAL_ID),
+    _meta_field(COMMIT_SNAPSHOT_ID, pa.int64(), COMMIT_SNAPSHOT_ID_ID),
+    _meta_field(COMMIT_SEQUENCE_NUMBER, pa.int64(), None),
+    _meta_field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC"), None),
+)
+
+
+def change_schema(projection: Schema) -> pa.Schema:
+    """The Arrow schema of change batches: the projected table columns, then the change
+    metadata columns (with Iceberg's reserved field ids where it has them)."""
+    return pa.schema(list(to_arrow_schema(projection)) + list(METADATA_FIELDS))
+
+
+# -- the public entry points ---------------------------------------------------------------
+
+
+def reconstruct(commit: CommitChanges, projection: Schema, io: FileIO, *,
+                options: ChangeOptions | None = None, deletes: DeleteLoader | None = None,
+                batch_size: int = DEFAULT_BATCH_SIZE,
+                row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+    """The change rows of one commit, as batches of `change_schema(projection)`.
+
+    `projection` is the schema of the range's end snapshot (or its selected columns);
+    older files are projected by field id. `row_filter`, bound to `projection`, keeps the
+    changes whose row matches it (applied before carry-over removal and pairing, so an
+    update moving a row out of the filter is seen as a DELETE). Within a commit, DELETE
+    and UPDATE_BEFORE rows come before INSERT and UPDATE_AFTER rows. Pass one
+    `DeleteLoader` for a whole range so delete files are read once.
+    """
+    options = options or ChangeOptions()
+    run = _CommitRun(commit, projection, io, options,
+                     deletes if deletes is not None else DeleteLoader(io), batch_size,
+                     row_filter)
+    yield from run.batches()
+
+
+def reconstruct_range(commits: Iterable[CommitChanges], projection: Schema, io: FileIO, *,
+                      options: ChangeOptions | None = None,
+                      deletes: DeleteLoader | None = None,
+                      batch_size: int = DEFAULT_BATCH_SIZE,
+                      row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+    """The change rows of a range's commits (oldest first), or with `options.net` their
+    net effect (`meltwater.stream.updates.net_changes`, holding the range's changes in
+    memory). Per-commit changes stream one commit at a time."""
+    options = options or ChangeOptions()
+    loader = deletes if deletes is not None else DeleteLoader(io)
+    if not options.net:
+        for commit in commits:
+            yield from reconstruct(commit, projection, io, options=options, deletes=loader,
+                                   batch_size=batch_size, row_filter=row_filter)
+        return
+    # Pairing happens on the net rows, not per commit; carry-over removal per commit only
+    # shrinks what net changes must hold (it cancels anyway).
+    per_commit = dataclasses.replace(options, compute_updates=False, net=False)
+    batches = (b for commit in commits
+               for b in reconstruct(commit, projection, io, options=per_commit,
+                                    deletes=loader, batch_size=batch_size,
+                                    row_filter=row_filter))
+    net = net_changes(batches, identifier_field_ids=options.identifier_field_ids,
+                      compute_updates=options.compute_updates,
+                      change_type_names=options.change_type_names,
+                      schema=change_schema(projection))
+    yield from net.to_batches(max_chunksize=batch_size)
+
+
+# -- one commit ------------------------------------------------------------------------------
+
+
+def _ref_key(ref: DeleteFileRef) -> tuple[str, int | None]:
+    """A delete file's identity: DVs of many data files share one Puffin file."""
+    return ref.file.file_path, ref.file.content_offset
+
+
+def _keys(refs: Iterable[DeleteFileRef]) -> set[tuple[str, int | None]]:
+    return {_ref_key(r) for r in refs}
+
+
+def _may_undelete(task: ChangeTask) -> bool:
+    """Whether a task could yield INSERTs: a delete that applied before no longer does
+    (normal commits never do this, but a replaced DV with fewer positions would)."""
+    return isinstance(task, DeletedRowsTask) and not _keys(task.deletes_before) <= _keys(
+        task.deletes_after)
+
+
+class _CommitRun:
+    """The state of reconstructing one commit: options, caches, and the trusted files."""
+
+    def __init__(self, commit: CommitChanges, projection: Schema, io: FileIO,
+                 options: ChangeOptions, loader: DeleteLoader, batch_size: int,
+                 row_filter: Expression) -> None:
+        self.commit = commit
+        self.projection = projection
+        self.io = io
+        self.options = options
+        self.loader = loader
+        self.batch_size = batch_size
+        self.schema = change_schema(projection)
+        self.table_schema = to_arrow_schema(projection)
+        self.paths = field_paths(projection)
+        self.filter = (None if isinstance(row_filter, AlwaysTrue)
+                       else to_arrow_filter(row_filter, projection))
+        self._payloads: dict[str, _Payload | None] = {}  # per commit: added files only
+        self.trusted = self._trusted_files()
+
+    # -- orchestration ---------------------------------------------------------------------
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        tasks = self.commit.tasks
+        leaving = [t for t in tasks if not isinstance(t, AddedRowsTask)]
+        arriving = [t for t in tasks if isinstance(t, AddedRowsTask)]
+        compare = not self.options.keep_carryover or self.options.pairs_updates
+        may_undelete = any(_may_undelete(t) for t in leaving)
+        if compare and leaving and (arriving or may_undelete):
+            yield from self._compared(self._raw(leaving, arriving))
+            return
+        for change_type, batch in self._raw(leaving, arriving):
+            yield self._finish(batch, change_type)
+
+    def _raw(self, leaving: list[ChangeTask], arriving: list[AddedRowsTask]
+             ) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """(change type, table-column batch) for every task: rows that left, then rows
+        that arrived (a DeletedRowsTask's rare INSERTs are held back until the DELETEs are
+        out, so the order rule holds even when streaming)."""
+        undeleted: list[pa.RecordBatch] = []
+        for path in sorted(self.trusted):
+            yield from self._filtered(DELETE, self._trusted_rows(path))
+        for task in leaving:
+            for change_type, batch in self._task_changes(task):
+                if change_type == INSERT:
+                    undeleted.append(batch)
+                else:
+                    yield from self._filtered(change_type, [batch])
+        for batch in undeleted:
+            yield from self._filtered(INSERT, [batch])
+        for task in arriving:
+            yield from self._filtered(INSERT, self._read(task.data_file, task.sequence_number,
+                                                         task.deletes))
+
+    def _filtered(self, change_type: str, batches: Iterable[pa.RecordBatch]
+                  ) -> Iterator[tuple[str, pa.RecordBatch]]:
+        for batch in batches:
+            if self.filter is not None and batch.num_rows:
+                batch = batch.filter(self.filter)
+            if batch.num_rows:
+                yield change_type, batch
+
+    def _compared(self, raw: Iterator[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+        """Hold the commit's changes, drop carry-over, pair updates, then emit."""
+        schema = self.table_schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
+        batches = [pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.repeat(pa.scalar(change_type), batch.num_rows)],
+            schema=schema) for change_type, batch in raw]
+        table = pa.Table.from_batches(batches, schema=schema)
+        if not self.options.keep_carryover:
+            table = remove_carryover(table)
+        if self.options.pairs_updates:
+            table = pair_updates(table, self.options.identifier_field_ids or ())
+        else:
+            table = deletes_first(table)
+        for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):
+            if batch.num_rows:
+                yield self._finish(batch.select(self.table_schema.names),
+                                   batch.column(CHANGE_TYPE))
+
+    def _finish(self, batch: pa.RecordBatch, change_type: str | pa.Array) -> pa.RecordBatch:
+        """Append the metadata columns, change types in the chosen vocabulary."""
+        n = batch.num_rows
+        names = CHANGE_TYPE_NAMES[self.options.change_type_names]
+        if isinstance(change_type, str):
+            types = pa.repeat(pa.scalar(names[change_type]), n)
+        elif self.options.change_type_names == "iceberg":
+            types = change_type
+        else:
+            known = list(names)
+            index = pc.index_in(change_type, value_set=pa.array(known))
+            types = pc.take(pa.array([names[k] for k in known]), index)
+        commit: ChangeCommit = self.commit.commit
+        columns = [
+            *batch.columns, types,
+            pa.repeat(pa.scalar(commit.ordinal, pa.int32()), n),
+            pa.repeat(pa.scalar(commit.snapshot_id, pa.int64()), n),
+            pa.repeat(pa.scalar(commit.sequence_number, pa.int64()), n),
+            pa.repeat(pa.scalar(commit.timestamp_ms * 1000, pa.timestamp("us", tz="UTC")), n),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    # -- the three task kinds ------------------------------------------------------------
+
+    def _read(self, data_file: DataFile, sequence_number: int,
+              deletes: tuple[DeleteFileRef, ...]) -> Iterator[pa.RecordBatch]:
+        task = FileScanTask(data_file, sequence_number, deletes)
+        return read_task(task, self.projection, self.io, batch_size=self.batch_size,
+                         deletes=self.loader)
+
+    def _task_changes(self, task: ChangeTask) -> Iterator[tuple[str, pa.RecordBatch]]:
+        if isinstance(task, DeletedDataFileTask):
+            for batch in self._read(task.data_file, task.sequence_number,
+                                    task.existing_deletes):
+                yield DELETE, batch
+        elif isinstance(task, DeletedRowsTask):
+            yield from self._deleted_rows(task)
+        else:
+            raise TypeError(f"not a change task: {task!r}")
+
+    def _deleted_rows(self, task: DeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
+        trusted = [d for d in task.added_deletes
+                   if d.is_equality and d.file.file_path in self.trusted]
+        trusted_keys = _keys(trusted)
+        after = tuple(d for d in task.deletes_after if _ref_key(d) not in trusted_keys)
+        added = tuple(d for d in task.added_deletes if _ref_key(d) not in trusted_keys)
+        before = task.deletes_before
+        if _keys(after) == _keys(before):
+            return  # nothing changed for this file but trusted equality deletes
+        payload = self._payload_rows(task.data_file.file_path, before, after, added, trusted)
+        if payload is not None:
+            for batch in payload:
+                yield DELETE, batch
+            return
+        yield from self._compare_sets(task, before, after, trusted)
+
+    def _compare_sets(self, task: DeletedRowsTask, before: tuple[DeleteFileRef, ...],
+                      after: tuple[DeleteFileRef, ...], trusted: list[DeleteFileRef]
+                      ) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """Read the data file once and compare each row's liveness before and after."""
+        path = task.data_file.file_path
+        interest = None
+        if _keys(d for d in before if d.is_equality) == _keys(d for d in after if d.is_equality):
+            interest = self._changed_positions(path, before, after)
+        sets: list[Sequence[DeleteFileRef]] = [before, after]
+        if trusted:
+            sets.append(trusted)
+        for item in read_with_delete_sets(task.data_file, self.projection, self.io, sets,
+                                          batch_size=self.batch_size, deletes=self.loader,
+                                          positions_of_interest=interest):
+            n = item.batch.num_rows
+            live_before, live_after = (_full(m, n) for m in item.live[:2])
+            # Rows a trusted equality delete removes are emitted from its payload instead.
+            untrusted = _full(item.live[2], n) if trusted else None
+            left = pc.and_not(live_before, live_after)
+            arrived = pc.and_not(live_after, live_before)
+            if untrusted is not None:
+                left, arrived = pc.and_(left, untrusted), pc.and_(arrived, untrusted)
+            for change_type, mask in ((DELETE, left), (INSERT, arrived)):
+                if pc.any(mask).as_py():
+                    yield change_type, item.batch.filter(mask)
+
+    def _changed_positions(self, path: str, before: Sequence[DeleteFileRef],
+                           after: Sequence[DeleteFileRef]) -> pa.Array:
+        """Positions deleted under exactly one of the sets: the only rows that can change
+        when both sets hold the same equality deletes."""
+        def positions(refs: Sequence[DeleteFileRef]) -> pa.Array:
+            mask = self.loader.deletion_mask([d.file for d in refs if d.is_position], path)
+            return mask.positions if mask is not None else pa.array([], pa.int64())
+
+        old, new = positions(before), positions(after)
+        only_old = old.filter(pc.invert(pc.is_in(old, value_set=new)))
+        only_new = new.filter(pc.invert(pc.is_in(new, value_set=old)))
+        changed = pa.concat_arrays([only_old, only_new])
+        return pc.take(changed, pc.sort_indices(changed))
+
+    # -- the payload fast path -------------------------------------------------------------
+
+    def _payload_rows(self, data_path: str, before: tuple[DeleteFileRef, ...],
+                      after: tuple[DeleteFileRef, ...], added: tuple[DeleteFileRef, ...],
+                      trusted: list[DeleteFileRef]) -> list[pa.RecordBatch] | None:
+        """DELETE rows from the `row` payloads of the added position deletes, or None when
+        the fast path does not apply (the caller then reads the data file)."""
+        if not added or _keys(after) != _keys(before) | _keys(added) or (
+                _keys(before) & _keys(added)):
+            return None
+        if not all(d.is_position and not d.file.is_deletion_vector for d in added):
+            return None
+        equality = [d.file for d in before if d.is_equality] + [d.file for d in trusted]
+        key_ids = sorted({fid for f in equality for fid in f.equality_ids or ()})
+        parts = []
+        for ref in added:
+            payload = self._payload(ref.file)
+            if payload is None or not payload.has_keys(key_ids):
+                return None
+            rows = payload.rows(data_path)
+            if rows is not None:
+                parts.append(rows)
+        if not parts:
+            return []
+        table = pa.concat_tables(parts, promote_options="permissive").combine_chunks()
+        # One DELETE per position, however many delete files name it.
+        table = table.take(pc.sort_indices(table.column(_POS)))
+        pos = table.column(_POS).combine_chunks()
+        if len(pos) > 1:
+            first = pa.concat_arrays([pa.array([True]),
+                                      pc.not_equal(pos.slice(1), pos.slice(0, len(pos) - 1))])
+            table, pos = table.filter(first), pos.filter(first)
+        # Positions already deleted before the commit are not deleted again.
+        mask = self.loader.deletion_mask([d.file for d in before if d.is_position], data_path)
+        if mask is not None and table.num_rows:
+            table = table.filter(pc.invert(pc.is_in(pos, value_set=mask.positions)))
+        if equality and table.num_rows:
+            key_paths = {fid: self.paths.get(fid) or (_key_column(fid),) for fid in key_ids}
+            key_types = {fid: _type_at(table.schema, key_paths[fid]) for fid in key_ids}
+            sets = self.loader.equality_deletes(equality, key_types, key_paths)
+            if sets is not None:
+                batch = table.combine_chunks().to_batches()[0]
+                hit = sets.matches(batch)
+                if hit is not None:
+                    table = table.filter(pc.invert(hit))
+        return table.select(self.table_schema.names).cast(self.table_schema).to_batches(
+            max_chunksize=self.batch_size)
+
+    def _payload(self, file: DataFile) -> _Payload | None:
+        if file.file_path not in self._payloads:
+            self._payloads[file.file_path] = _Payload.load(file, self)
+        return self._payloads[file.file_path]
+
+    # -- trusted equality deletes ------------------------------------------------------------
+
+    def _trusted_files(self) -> dict[str, DataFile]:
+        """Equality delete files added by this commit whose rows can be emitted as they
+        are: only with `trust-payload`, and only when they hold every projected column."""
+        if self.options.equality_deletes != "trust-payload":
+            return {}
+        target = pa.struct(list(self.table_schema))
+        found: dict[str, DataFile] = {}
+        seen: set[str] = set()
+        for task in self.commit.tasks:
+            if not isinstance(task, DeletedRowsTask):
+                continue
+            for ref in task.added_deletes:
+                path = ref.file.file_path
+                if not ref.is_equality or path in seen:
+                    continue
+                seen.add(path)
+                source = open_source(path, ref.file.file_format, self.io)
+                if _covers(pa.struct(list(source.schema)), target):
+                    found[path] = ref.file
+        return found
+
+    def _trusted_rows(self, path: str) -> Iterator[pa.RecordBatch]:
+        file = self.trusted[path]
+        source = open_source(path, file.file_format, self.io)
+        plan = FileProjection(source, self.projection)
+        for _, batch in source.batches(plan.selection, self.batch_size):
+            if batch.num_rows:
+                yield plan.project(batch)
+
+
+def _full(mask: pa.BooleanArray | None, n: int) -> pa.BooleanArray:
+    return mask if mask is not None else pa.repeat(pa.scalar(True), n)
+
+
+def _type_at(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
+    type_ = schema.field(path[0]).type
+    for name in path[1:]:
+        type_ = type_.field(name).type
+    return type_
+
+
+_POS = "__meltwater_pos"
+
+
+def _key_column(fid: int) -> str:
+    return f"__meltwater_key_{fid}"
+
+
+class _Payload:
+    """The rows a position delete file carries, projected, grouped by data file."""
+
+    def __init__(self, table: pa.Table, ranges: dict[str, tuple[int, int]],
+                 keys: set[int]) -> None:
+        self.table = table
+        self.ranges = ranges
+        self.keys = keys  # field ids an equality key can be read from
+
+    def has_keys(self, key_ids: Sequence[int]) -> bool:
+        return all(fid in self.keys for fid in key_ids)
+
+    def rows(self, data_path: str) -> pa.Table | None:
+        found = self.ranges.get(data_path)
+        return None if found is None else self.table.slice(*found)
+
+    @staticmethod
+    def load(file: DataFile, run: _CommitRun) -> _Payload | None:
+        """Read a position delete file's payload, or None when it has no `row` column or
+        the column lacks a projected field (the data file must be read then)."""
+        source = open_source(file.file_path, file.file_format, run.io)
+        row = next((f for f in source.schema if field_id(f) == ROW_ID), None)
+        if row is None or not pa.types.is_struct(row.type):
+            return None
+        target = pa.struct(list(run.table_schema))
+        if not _covers(row.type, target):
+            return None
+        # Equality keys a commit may need to check, beyond the projected columns: every
+        # other field of the payload's top level (cheap: it is one file's payload).
+        projected = set(run.paths)
+        extra_ids = [fid for f in row.type
+                     if (fid := field_id(f)) is not None and fid not in projected]
+        wrapper = Schema((NestedField(ROW_ID, "row", StructType(run.projection.fields)),))
+        plan = FileProjection(source, wrapper,
+                              dict.fromkeys([FILE_PATH_ID, POS_ID, *extra_ids]))
+        batches = [plan.project(b)
+                   for _, b in source.batches(plan.selection, 1 << 20) if b.num_rows]
+        keys = projected | set(extra_ids)
+        if not batches:
+            return _Payload(pa.table({}), {}, keys)
+        raw = pa.Table.from_batches(batches).combine_chunks()
+        rows = raw.column("row").chunk(0)
+        columns = {f.name: rows.field(i) for i, f in enumerate(run.table_schema)}
+        columns[_POS] = raw.column(f"__meltwater_{POS_ID}").cast(pa.int64())
+        for fid in extra_ids:
+            columns[_key_column(fid)] = raw.column(f"__meltwater_{fid}")
+        paths = raw.column(f"__meltwater_{FILE_PATH_ID}").chunk(0)
+        fields = [*run.table_schema, pa.field(_POS, pa.int64()),
+                  *(pa.field(_key_column(fid), columns[_key_column(fid)].type)
+                    for fid in extra_ids)]
+        table = pa.Table.from_arrays([columns[f.name] for f in fields], schema=pa.schema(fields))
+        # Group by data file: sort by path, then find each path's run.
+        order = pc.sort_indices(paths)
+        table, paths = table.take(order), pc.take(paths, order)
+        n = len(paths)
+        ranges: dict[str, tuple[int, int]] = {}
+        starts = [0]
+        if n > 1:
+            change = pc.not_equal(paths.slice(1), paths.slice(0, n - 1))
+            starts += [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
+        for i, start in enumerate(starts):
+            end = starts[i + 1] if i + 1 < len(starts) else n
+            ranges[paths[start].as_py()] = (start, end - start)
+        return _Payload(table, ranges, keys)
+
+
+def _covers(file_type: pa.DataType, target_type: pa.DataType) -> bool:
+    """Whether a payload type holds every field of a target type, matched by field id."""
+    if pa.types.is_struct(target_type):
+        if not pa.types.is_struct(file_type):
+            return False
+        by_id = {field_id(file_type.field(i)): file_type.field(i)
+                 for i in range(file_type.num_fields)}
+        for i in range(target_type.num_fields):
+            child = target_type.field(i)
+            found = by_id.get(field_id(child))
+            if found is None or not _covers(found.type, child.type):
+                return False
+        return True
+    if pa.types.is_list(target_type):
+        return (pa.types.is_list(file_type) or pa.types.is_large_list(file_type)) and _covers(
+            file_type.value_type, target_type.value_type)
+    if pa.types.is_map(target_type):
+        return pa.types.is_map(file_type) and _covers(
+            file_type.item_type, target_type.item_type)
+    return True
+
+
+def metadata_fields() -> list[pa.Field]:
+    """The change metadata fields, in output order (a fresh list for callers to extend)."""
+    return list(METADATA_FIELDS)
