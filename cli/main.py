@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from meltwater.cli import table_commands
+from meltwater.cli import change_commands, table_commands
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     version = commands.add_parser("version", help="print the versions of meltwater and its engines")
     version.set_defaults(handler=_version)
     table_commands.register(commands)
+    change_commands.register(commands)
     return parser
 
 

@@ -8,8 +8,10 @@ The Python API for users without Spark::
     import meltwater.stream
     reader = meltwater.stream.scan("/warehouse/db/events", filter="id > 100")
     plan = meltwater.stream.plan("/warehouse/db/events", filter="id > 100")
+    changes = meltwater.stream.changes("/warehouse/db/events", from_snapshot_id=42)
 """
 
+from meltwater.stream.change_feed import ChangeFeed, change_feed, changes
 from meltwater.stream.scan import Plan, plan, read_plan, scan
 
-__all__ = ["Plan", "plan", "read_plan", "scan"]
+__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "plan", "read_plan", "scan"]

@@ -1,0 +1,95 @@
+"""`meltwater changes`: the row-level changes of a range of commits, without Spark."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from meltwater.cli.table_commands import UsageError, parse_timestamp_ms
+from meltwater.planner.expressions import TRUE
+from meltwater.planner.metadata import load_table
+
+
+def _names(text: str | None, option: str) -> list[str] | None:
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise UsageError(f"{option}: give at least one column name")
+    return names
+
+
+def _ms(text: str | None) -> int | None:
+    return None if text is None else parse_timestamp_ms(text)
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    from meltwater.stream.change_feed import change_feed
+    from meltwater.stream.output import write_stream
+
+    feed = change_feed(
+        load_table(args.table),
+        from_snapshot_id=args.from_snapshot, from_sequence=args.from_sequence,
+        from_timestamp_ms=_ms(args.from_timestamp), from_ref=args.from_ref,
+        to_snapshot_id=args.to_snapshot, to_sequence=args.to_sequence,
+        to_timestamp_ms=_ms(args.to_timestamp), to_ref=args.to_ref,
+        filter=args.filter if args.filter else TRUE,
+        columns=_names(args.columns, "--columns"), net=args.net,
+        compute_updates=True if args.compute_updates else None,
+        identifier_columns=_names(args.identifier_columns, "--identifier-columns"),
+        keep_carryover=args.keep_carryover, appends_only=args.appends_only,
+        equality_deletes=args.equality_deletes, change_type_names=args.change_type_names,
+        skip_expired=args.skip_expired)
+    reader = feed.reader()
+    if args.format == "debezium-jsonl":
+        from meltwater.stream.change_output import write_debezium_jsonl
+
+        count = write_debezium_jsonl(reader, args.output, feed.table.location)
+    else:
+        count = write_stream(reader, args.format, args.output)
+    if args.output:
+        print(f"wrote {count} change rows to {args.output}", file=sys.stderr)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    changes = commands.add_parser(
+        "changes", help="row-level changes between two snapshots (from exclusive, to inclusive)")
+    changes.add_argument("table", metavar="TABLE")
+    start = changes.add_mutually_exclusive_group()
+    start.add_argument("--from-snapshot", type=int, metavar="ID",
+                       help="changes after this snapshot (exclusive)")
+    start.add_argument("--from-sequence", type=int, metavar="N",
+                       help="changes committed with a sequence number above N")
+    start.add_argument("--from-timestamp", metavar="MS",
+                       help="changes committed after this time (ms or ISO-8601)")
+    start.add_argument("--from-ref", metavar="NAME", help="changes after this branch or tag")
+    end = changes.add_mutually_exclusive_group()
+    end.add_argument("--to-snapshot", type=int, metavar="ID", help="up to this snapshot")
+    end.add_argument("--to-sequence", type=int, metavar="N")
+    end.add_argument("--to-timestamp", metavar="MS")
+    end.add_argument("--to-ref", metavar="NAME")
+    changes.add_argument("--net", action="store_true",
+                         help="collapse each row's changes to its net effect")
+    changes.add_argument("--compute-updates", action="store_true",
+                         help="pair DELETE/INSERT of one key as UPDATE_BEFORE/UPDATE_AFTER "
+                              "(default when the table has identifier fields)")
+    changes.add_argument("--identifier-columns", metavar="A,B",
+                         help="row key columns (default: the table's identifier fields)")
+    changes.add_argument("--keep-carryover", action="store_true",
+                         help="keep rows a commit deleted and re-inserted unchanged")
+    changes.add_argument("--appends-only", action="store_true",
+                         help="only rows appended by append commits")
+    changes.add_argument("--equality-deletes", choices=("resolve", "trust-payload"),
+                         default="resolve",
+                         help="resolve equality deletes against live rows (default) or trust "
+                              "full-row payloads (CDC writers that delete only existing rows)")
+    changes.add_argument("--change-type-names", choices=("iceberg", "delta"), default="iceberg")
+    changes.add_argument("--skip-expired", action="store_true",
+                         help="skip expired history with a warning instead of failing")
+    changes.add_argument("--filter", metavar="EXPR")
+    changes.add_argument("--columns", metavar="A,B")
+    changes.add_argument("--format", default="table",
+                         choices=("table", "jsonl", "csv", "parquet", "debezium-jsonl"))
+    changes.add_argument("--output", metavar="PATH")
+    changes.set_defaults(handler=cmd_changes)

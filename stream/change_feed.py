@@ -1,0 +1,144 @@
+"""`meltwater.stream.reconstruction`: the row-level changes of a range of commits, as Arrow batches.
+
+Ties the kernel's incremental planner to the engine's reconstruction: commits are planned
+lazily, one at a time, and each commit's change rows stream out before the next is
+planned, so memory follows the largest commit's changes, not the range. Net changes are
+the exception: collapsing a range to its net effect needs the whole range's changes.
+
+Change rows are reconstructed on the full table schema of the range's end (carry-over
+removal and update pairing compare whole rows); the filter and column selection apply
+afterwards, so selecting columns never turns a real change into a carry-over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.expressions import TRUE, Expression, bind
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.incremental import ChangeRange, IncrementalPlanner, resolve_range
+from meltwater.planner.manifest_group import PlanStats
+from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.types import Schema
+from meltwater.stream.arrow_schema import to_arrow_schema
+from meltwater.stream.deletes import DeleteLoader
+from meltwater.stream.reconstruction import ChangeOptions, metadata_fields, reconstruct_range
+
+METADATA_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id",
+                    "_commit_sequence_number", "_commit_timestamp")
+
+
+class ChangeOptionError(MeltwaterError):
+    """A change-read option is invalid (unknown column, contradictory choices)."""
+
+
+@dataclass
+class ChangeFeed:
+    """A planned change read: the range, the schemas, and how to turn commits into rows."""
+
+    table: Table
+    change_range: ChangeRange
+    schema: Schema  # the table schema at the range's end
+    row_filter: Expression
+    columns: list[str] | None
+    options: ChangeOptions
+    appends_only: bool = False
+    stats: PlanStats = field(default_factory=PlanStats)
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        table_columns = to_arrow_schema(self._selected())
+        return pa.schema(list(table_columns) + metadata_fields())
+
+    def _selected(self) -> Schema:
+        return self.schema if self.columns is None else self.schema.select(self.columns)
+
+    def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
+        planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
+        commits = planner.plan(self.change_range, appends_only=self.appends_only)
+        names = [f.name for f in self._selected().fields] + list(METADATA_COLUMNS)
+        for batch in reconstruct_range(commits, self.schema, self.table.io,
+                                       options=self.options,
+                                       deletes=DeleteLoader(self.table.io),
+                                       batch_size=batch_size, row_filter=self.row_filter):
+            if batch.num_rows:
+                yield batch.select(names)
+
+    def reader(self, batch_size: int = 131_072) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.output_schema, self.batches(batch_size))
+
+
+def _identifier_ids(schema: Schema, identifier_columns: list[str] | None) -> tuple[int, ...]:
+    if identifier_columns:
+        return tuple(schema.field_id(name) for name in identifier_columns)
+    return tuple(schema.identifier_field_ids)
+
+
+def change_feed(table: Table | str, *, from_snapshot_id: int | None = None,
+                from_sequence: int | None = None, from_timestamp_ms: int | None = None,
+                from_ref: str | None = None, to_snapshot_id: int | None = None,
+                to_sequence: int | None = None, to_timestamp_ms: int | None = None,
+                to_ref: str | None = None, filter: Expression | str = TRUE,
+                columns: list[str] | None = None, net: bool = False,
+                compute_updates: bool | None = None,
+                identifier_columns: list[str] | None = None, keep_carryover: bool = False,
+                appends_only: bool = False, equality_deletes: str = "resolve",
+                change_type_names: str = "iceberg", skip_expired: bool = False,
+                io: FileIO | None = None) -> ChangeFeed:
+    """Plan a change read; see `changes` for the options."""
+    loaded = load_table(table, io) if isinstance(table, str) else table
+    change_range = resolve_range(
+        loaded, from_snapshot_id=from_snapshot_id, from_sequence=from_sequence,
+        from_timestamp_ms=from_timestamp_ms, from_ref=from_ref, to_snapshot_id=to_snapshot_id,
+        to_sequence=to_sequence, to_timestamp_ms=to_timestamp_ms, to_ref=to_ref,
+        skip_expired=skip_expired)
+    metadata = loaded.metadata
+    end = (metadata.snapshot(change_range.to_snapshot_id)
+           if change_range.to_snapshot_id is not None else None)
+    schema = metadata.schema_for(end)
+    identifiers = _identifier_ids(schema, identifier_columns)
+    if compute_updates and not identifiers:
+        raise ChangeOptionError("computing updates needs identifier columns: the table has "
+                                "no identifier fields, so pass identifier columns")
+    updates = bool(identifiers) if compute_updates is None else compute_updates
+    if isinstance(filter, str):
+        from meltwater.planner.filter_parser import parse_filter
+
+        filter = parse_filter(filter)
+    bound = bind(filter, schema)
+    if columns is not None:
+        schema.select(columns)  # fails early, naming an unknown column
+    options = ChangeOptions(net=net, compute_updates=updates,
+                            identifier_field_ids=identifiers or None,
+                            keep_carryover=keep_carryover, equality_deletes=equality_deletes,
+                            change_type_names=change_type_names)
+    return ChangeFeed(loaded, change_range, schema, bound, columns, options, appends_only)
+
+
+def changes(table: Table | str, *, batch_size: int = 131_072, **options) -> pa.RecordBatchReader:
+    """The changes of a table between two snapshots, as a stream of Arrow batches.
+
+    The range is (from, to]: `from_*` is exclusive and `to_*` inclusive, each by snapshot
+    id, sequence number, timestamp in ms or ref; no `from` means the whole history, no `to`
+    the current snapshot. Rows carry the table columns (in the schema of `to`) and
+    `_change_type` (INSERT, DELETE, UPDATE_BEFORE, UPDATE_AFTER), `_change_ordinal`,
+    `_commit_snapshot_id`, `_commit_sequence_number` and `_commit_timestamp`.
+
+    Options: `filter`, `columns`; `net` (each row's net effect over the range);
+    `compute_updates` (pair DELETE/INSERT of one key into updates; on by default when the
+    table has identifier fields or `identifier_columns` are given); `keep_carryover` (keep
+    rows a commit deleted and re-inserted unchanged); `appends_only` (inserts of append
+    commits only, like Iceberg's incremental append scan); `equality_deletes`
+    ("resolve", or "trust-payload" to emit full-row equality deletes as-is);
+    `change_type_names` ("iceberg" or "delta"); `skip_expired`.
+
+    Example::
+
+        reader = meltwater.stream.changes("/warehouse/db/orders",
+                                          from_snapshot_id=5003, compute_updates=True)
+    """
+    return change_feed(table, **options).reader(batch_size)

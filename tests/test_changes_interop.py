@@ -1,0 +1,265 @@
+"""Change reconstruction against Apache Iceberg Java's own reads, on every corpus scenario.
+
+The invariant: replaying the changes of (from, to] on what Iceberg Java read at `from`
+gives exactly what it read at `to`, where every DELETE (and UPDATE_BEFORE) removes a row
+that existed. Iceberg Java itself refuses this job on tables with delete files, so its
+time-travel reads are the only oracle, and they are enough.
+
+Older truths are brought into the schema of `to` through table metadata (field ids), not
+through meltwater's reader: a renamed column keeps its id, an added one reads as null.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+import meltwater.stream
+from corpus.compare import _canonical, row_multiset
+from meltwater.planner.incremental import ExpiredSnapshots, InvalidRange
+from meltwater.planner.metadata import load_table
+
+ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
+       "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
+       "v3_deletion_vectors", "random_mix", "file_formats"]
+META = ["_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",
+        "_commit_timestamp"]
+REMOVES = {"DELETE", "UPDATE_BEFORE"}
+ADDS = {"INSERT", "UPDATE_AFTER"}
+
+
+def _truth_as(scenario, metadata, snapshot_id: int | None, target_schema) -> pa.Table:
+    """Iceberg Java's read at a snapshot, in the columns of `target_schema` (by field id)."""
+    names = [f.name for f in target_schema.fields]
+    if snapshot_id is None:
+        return pa.table({n: pa.array([], pa.null()) for n in names})
+    truth = scenario.snapshot(snapshot_id).rows()
+    source_schema = metadata.schema_for(metadata.snapshots.get(snapshot_id))
+    columns = {}
+    for field in target_schema.fields:
+        if source_schema.has_field(field.field_id):
+            name = source_schema.find_field(field.field_id).name
+            columns[field.name] = truth.column(name)
+        else:
+            columns[field.name] = pa.nulls(truth.num_rows)
+    return pa.table(columns)
+
+
+def _replay(start: pa.Table, changes: pa.Table, what: str) -> Counter:
+    state = row_multiset(start)
+    table_columns = [c for c in changes.column_names if c not in META]
+    rows = changes.to_pylist()
+    rows.sort(key=lambda r: (r["_change_ordinal"], r["_change_type"] not in REMOVES))
+    for row in rows:
+        key = tuple(_canonical(row[c]) for c in table_columns)
+        kind = row["_change_type"]
+        if kind in REMOVES:
+            assert state[key] > 0, f"{what}: {kind} of a row that did not exist: {row}"
+            state[key] -= 1
+            if not state[key]:
+                del state[key]
+        else:
+            assert kind in ADDS, kind
+            state[key] += 1
+    return state
+
+
+def _check_range(scenario, table, start_id, end_id, **options) -> pa.Table:
+    metadata = table.metadata
+    end_schema = metadata.schema_for(metadata.snapshot(end_id))
+    changes = meltwater.stream.changes(table, from_snapshot_id=start_id,
+                                       to_snapshot_id=end_id, **options).read_all()
+    what = f"{scenario.name} ({start_id}, {end_id}]"
+    replayed = _replay(_truth_as(scenario, metadata, start_id, end_schema), changes, what)
+    expected = row_multiset(_truth_as(scenario, metadata, end_id, end_schema))
+    if replayed != expected:
+        extra = list((replayed - expected).elements())[:3]
+        missing = list((expected - replayed).elements())[:3]
+        raise AssertionError(f"{what}: replay differs; extra {extra}; missing {missing}")
+    return changes
+
+
+def _live_pairs(scenario, metadata):
+    for snap in scenario.snapshots:
+        if snap.expired or snap.snapshot_id not in metadata.snapshots:
+            continue
+        parent = snap.parent_id
+        if parent is None or parent in metadata.snapshots:
+            yield parent, snap.snapshot_id
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_commit_replays_to_iceberg_javas_next_snapshot(corpus, name):
+    scenario = corpus.scenarios[name]
+    table = load_table(scenario.location)
+    checked = 0
+    for parent, child in _live_pairs(scenario, table.metadata):
+        changes = _check_range(scenario, table, parent, child)
+        _assert_no_carryover(changes, f"{name} at {child}")
+        checked += 1
+    assert checked >= 3
+
+
+def _assert_no_carryover(changes: pa.Table, what: str) -> None:
+    table_columns = [c for c in changes.column_names if c not in META]
+    by_commit: dict[int, tuple[Counter, Counter]] = {}
+    for row in changes.to_pylist():
+        removed, added = by_commit.setdefault(row["_change_ordinal"], (Counter(), Counter()))
+        key = tuple(_canonical(row[c]) for c in table_columns)
+        (removed if row["_change_type"] in REMOVES else added)[key] += 1
+    for removed, added in by_commit.values():
+        assert not (removed & added), f"{what}: carry-over rows remain: {removed & added}"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_whole_history_and_middle_ranges_replay(corpus, name):
+    scenario = corpus.scenarios[name]
+    table = load_table(scenario.location)
+    metadata = table.metadata
+    main = [s.snapshot_id for s in reversed(metadata.ancestors(metadata.current_snapshot_id))]
+    first_parent = metadata.snapshot(main[0]).parent_id
+    if first_parent is None:
+        _check_range(scenario, table, None, main[-1])
+    if len(main) >= 4:
+        _check_range(scenario, table, main[1], main[-2])
+
+
+def test_net_changes_equal_the_multiset_difference(corpus):
+    for name in ("mor_partitioned", "equality_deletes", "random_mix", "cow_partitioned"):
+        scenario = corpus.scenarios[name]
+        table = load_table(scenario.location)
+        metadata = table.metadata
+        main = [s.snapshot_id
+                for s in reversed(metadata.ancestors(metadata.current_snapshot_id))]
+        start, end = main[1], main[-1]
+        schema = metadata.schema_for(metadata.snapshot(end))
+        net = meltwater.stream.changes(table, from_snapshot_id=start, to_snapshot_id=end,
+                                       net=True, compute_updates=False).read_all()
+        before = row_multiset(_truth_as(scenario, metadata, start, schema))
+        after = row_multiset(_truth_as(scenario, metadata, end, schema))
+        columns = [c for c in net.column_names if c not in META]
+        removed, added = Counter(), Counter()
+        for row in net.to_pylist():
+            key = tuple(_canonical(row[c]) for c in columns)
+            (removed if row["_change_type"] in REMOVES else added)[key] += 1
+        assert removed == before - after, name
+        assert added == after - before, name
+
+
+def test_update_pairs_follow_identifier_fields(corpus):
+    scenario = corpus.scenarios["equality_deletes"]
+    table = load_table(scenario.location)
+    changes = meltwater.stream.changes(table).read_all().to_pylist()
+    befores = [r for r in changes if r["_change_type"] == "UPDATE_BEFORE"]
+    afters = [r for r in changes if r["_change_type"] == "UPDATE_AFTER"]
+    assert len(befores) == len(afters) >= 2
+    for before, after in zip(befores, afters, strict=True):
+        assert before["id"] == after["id"]
+        assert before["_commit_snapshot_id"] == after["_commit_snapshot_id"]
+    upsert = [r for r in befores if r["id"] == 4]
+    assert upsert and upsert[0]["name"] == "n4"
+    assert next(r for r in afters if r["id"] == 4)["name"] == "new4"
+    no_op = [r for r in changes if r["id"] in (99, 77)]
+    assert no_op == [], "deletes of keys that never existed are not changes"
+
+
+def test_explicit_identifier_columns_and_delta_names(corpus):
+    scenario = corpus.scenarios["mor_partitioned"]
+    rows = meltwater.stream.changes(scenario.location, identifier_columns=["id"],
+                                    change_type_names="delta").read_all().to_pylist()
+    kinds = {r["_change_type"] for r in rows}
+    assert {"update_preimage", "update_postimage", "insert", "delete"} <= kinds
+
+
+def test_appends_only_reads_only_appended_rows(corpus):
+    scenario = corpus.scenarios["mor_partitioned"]
+    rows = meltwater.stream.changes(scenario.location, appends_only=True).read_all()
+    assert set(rows.column("_change_type").to_pylist()) == {"INSERT"}
+    appended = sum(int(s.summary.get("added-records", 0)) for s in scenario.snapshots
+                   if s.operation == "append" and s.label.startswith("append ids"))
+    assert rows.num_rows == appended
+
+
+def test_filters_and_columns_apply_to_change_rows(corpus):
+    scenario = corpus.scenarios["mor_partitioned"]
+    everything = meltwater.stream.changes(scenario.location).read_all().to_pylist()
+    filtered = meltwater.stream.changes(scenario.location, filter="category = 'b'",
+                                        columns=["id", "amount"]).read_all()
+    assert filtered.column_names == ["id", "amount", *META]
+    expected = sorted((r["id"], r["_change_type"], r["_change_ordinal"]) for r in everything
+                      if r["category"] == "b")
+    got = sorted(zip(filtered.column("id").to_pylist(),
+                     filtered.column("_change_type").to_pylist(),
+                     filtered.column("_change_ordinal").to_pylist(), strict=True))
+    assert got == expected and got
+
+
+def test_ranges_that_are_not_a_lineage_are_refused(corpus):
+    scenario = corpus.scenarios["mor_partitioned"]
+    table = load_table(scenario.location)
+    branch_head = scenario.record["refs"]["audit"]["snapshot_id"]
+    main_head = scenario.record["current_snapshot_id"]
+    with pytest.raises(InvalidRange, match=f"{branch_head} is not an ancestor of {main_head}"):
+        meltwater.stream.changes(table, from_snapshot_id=branch_head,
+                                 to_snapshot_id=main_head)
+
+
+def test_expired_history_is_an_error_or_skipped_on_request(corpus, caplog):
+    scenario = corpus.scenarios["maintenance"]
+    table = load_table(scenario.location)
+    expired = [s.snapshot_id for s in scenario.snapshots if s.expired]
+    with pytest.raises(ExpiredSnapshots, match="expired"):
+        meltwater.stream.changes(table, from_snapshot_id=expired[0])
+    with pytest.raises(ExpiredSnapshots, match="start from"):
+        meltwater.stream.changes(table)
+    rows = meltwater.stream.changes(table, skip_expired=True).read_all()
+    assert rows.num_rows > 0
+    assert any("expired" in message for message in caplog.messages)
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).parent / "meltwater"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True)
+
+
+def test_cli_changes_jsonl_and_debezium(corpus):
+    import json
+
+    scenario = corpus.scenarios["equality_deletes"]
+    snaps = [s for s in scenario.snapshots if not s.expired]
+    upsert = next(s for s in snaps if s.label.startswith("upsert"))
+    result = _cli("changes", scenario.location, "--from-snapshot", str(upsert.parent_id),
+                  "--to-snapshot", str(upsert.snapshot_id), "--format", "jsonl")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted((r["id"], r["_change_type"]) for r in rows) == [
+        (4, "UPDATE_AFTER"), (4, "UPDATE_BEFORE"), (30, "INSERT")]
+    debezium = _cli("changes", scenario.location, "--from-snapshot", str(upsert.parent_id),
+                    "--to-snapshot", str(upsert.snapshot_id), "--format", "debezium-jsonl")
+    assert debezium.returncode == 0, debezium.stderr
+    events = [json.loads(line) for line in debezium.stdout.splitlines()]
+    ops = sorted(e["op"] for e in events)
+    assert ops == ["c", "u"]
+    update = next(e for e in events if e["op"] == "u")
+    assert update["before"]["name"] == "n4" and update["after"]["name"] == "new4"
+    assert update["source"]["snapshot_id"] == upsert.snapshot_id
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--from-snapshot", "1"], "snapshot 1"),
+    (["--identifier-columns", "nope"], "unknown column 'nope'"),
+    (["--filter", "id >"], "filter"),
+    (["--to-sequence", "0"], "no snapshot at or before sequence number 0"),
+])
+def test_cli_changes_bad_input_is_one_line_and_exit_2(corpus, args, message):
+    location = corpus.scenarios["equality_deletes"].location
+    result = _cli("changes", location, *args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
