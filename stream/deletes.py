@@ -53,6 +53,7 @@ POS_ID = 2147483545
 DV_MAGIC = b"\xd1\xd3\x39\x64"
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 _READ_BATCH = 1 << 20
+_PRELOAD_ROWS = 50_000_000  # positions bulk-loaded per scan at most (8 bytes each)
 
 
 class DeletionMask:
@@ -228,6 +229,30 @@ class DeleteLoader:
         found = by_path.get(data_file_path)
         return found if found is not None else pa.array([], pa.int64())
 
+    def preload_positions(self, files: Sequence[DataFile]) -> None:
+        """Read many Parquet position delete files in one multi-threaded Arrow scan.
+
+        A scan applies hundreds of small delete files; opening each from Python costs more
+        than its contents, and serializes threads on the GIL. Files that cannot be bulk
+        read this way (other formats, other filesystems, too many rows) are left to the
+        per-file path, which reads them on first use.
+        """
+        wanted: dict[str, DataFile] = {}
+        for file in files:
+            if (file.file_format == "PARQUET" and not file.is_deletion_vector
+                    and ("pos", file.file_path) not in self._cache):
+                wanted.setdefault(file.file_path, file)
+        if len(wanted) < 2 or sum(f.record_count for f in wanted.values()) > _PRELOAD_ROWS:
+            return
+        for location, positions in _bulk_position_deletes(self.io, list(wanted)).items():
+            with self._lock:
+                key = ("pos", location)
+                if key not in self._cache:
+                    value, size = _sized_dict(positions)
+                    self._cache[key] = (value, size)
+                    self._cached_bytes += size
+                    self.reads += 1
+
     # -- equality ------------------------------------------------------------------------
 
     def equality_keys(self, file: DataFile) -> pa.Table:
@@ -320,11 +345,95 @@ def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
                                 "or pos values")
     if table.num_rows == 0:
         return {}
+    by_run = _split_sorted_runs(paths.combine_chunks(), positions.combine_chunks())
+    if by_run is not None:
+        return by_run
     grouped = pa.table({"path": paths, "pos": positions}).group_by(
         "path", use_threads=False).aggregate([("pos", "list")]).combine_chunks()
     lists = grouped.column("pos_list").chunk(0)
     return {path: _sorted_int64([lists[i].values])
             for i, path in enumerate(grouped.column("path").to_pylist())}
+
+
+def _bulk_position_deletes(io: FileIO, locations: list[str]) -> dict[str, dict[str, pa.Array]]:
+    """Position delete files read together: delete file -> data file -> sorted positions.
+
+    One Arrow dataset scan reads every file on Arrow's own threads, with no Python per file;
+    `scan_batches` tags each batch with its file and keeps each file's batches in order.
+    Returns only the files it could read whole and check (columns by the spec's reserved
+    field ids, no nulls, sorted as the spec requires); anything else is left to the
+    per-file reader, which reports errors with the file's name.
+    """
+    import pyarrow.dataset as ds
+
+    resolve = getattr(io, "resolve", None)
+    if resolve is None:
+        return {}
+    resolved = [resolve(location) for location in locations]
+    filesystem = resolved[0][0]
+    if any(fs is not filesystem for fs, _ in resolved):
+        return {}
+    back = {path: location for (_, path), location in zip(resolved, locations, strict=True)}
+    by_file: dict[str, list[pa.RecordBatch]] = {}
+    rejected: set[str] = set()
+    try:
+        dataset = ds.dataset([path for _, path in resolved], format="parquet",
+                             filesystem=filesystem)
+        if "file_path" not in dataset.schema.names or "pos" not in dataset.schema.names:
+            return {}
+        for tagged in dataset.scanner(columns=["file_path", "pos"]).scan_batches():
+            path = tagged.fragment.path
+            if path in rejected:
+                continue
+            if path not in by_file and not _reserved_ids(tagged.fragment.physical_schema):
+                rejected.add(path)
+                continue
+            by_file.setdefault(path, []).append(tagged.record_batch)
+    except (OSError, pa.ArrowException):
+        return {}
+    result: dict[str, dict[str, pa.Array]] = {}
+    for path, batches in by_file.items():
+        table = pa.Table.from_batches(batches)
+        paths, positions = table.column("file_path"), table.column("pos")
+        if paths.null_count or positions.null_count or path not in back:
+            continue
+        split = _split_sorted_runs(paths.combine_chunks(), positions.combine_chunks())
+        if split is not None:
+            result[back[path]] = split
+    return result
+
+
+def _reserved_ids(schema: pa.Schema) -> bool:
+    """Whether a position delete file's `file_path` and `pos` carry the spec's field ids
+    (or no ids at all, matched by name like the per-file reader does)."""
+    from meltwater.stream.arrow_schema import field_id
+
+    ids = {name: field_id(schema.field(name)) for name in ("file_path", "pos")
+           if schema.get_field_index(name) >= 0}
+    if len(ids) != 2:
+        return False
+    return ids in ({"file_path": FILE_PATH_ID, "pos": POS_ID}, {"file_path": None, "pos": None})
+
+
+def _split_sorted_runs(paths: pa.Array, positions: pa.Array) -> dict[str, pa.Array] | None:
+    """Positions per data file for a file sorted as the spec requires (by path, then pos):
+    one run per path, no grouping or sorting needed. None if the file is not so sorted."""
+    runs = pc.run_end_encode(paths)
+    values, ends = runs.values, runs.run_ends.to_pylist()
+    names = values.to_pylist()
+    if len(set(names)) != len(names):
+        return None  # a path appears in two runs: not sorted by path
+    positions = positions.cast(pa.int64())
+    result: dict[str, pa.Array] = {}
+    start = 0
+    for name, end in zip(names, ends, strict=True):
+        chunk = positions.slice(start, end - start)
+        ascending = pc.greater_equal(chunk.slice(1), chunk.slice(0, len(chunk) - 1))
+        if len(chunk) > 1 and not pc.all(ascending).as_py():
+            chunk = _sorted_int64([chunk])
+        result[name] = chunk
+        start = end
+    return result
 
 
 def read_deletion_vector(io: FileIO, file: DataFile) -> pa.Array:
