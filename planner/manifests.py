@@ -259,12 +259,12 @@ class ManifestCache:
     def __init__(self, max_entries: int = 2_000_000) -> None:
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, tuple[ManifestEntry, ...]] = OrderedDict()
+        self._items: OrderedDict[object, tuple[ManifestEntry, ...]] = OrderedDict()
         self._size = 0
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: str, load: Callable[[], tuple[ManifestEntry, ...]]):
+    def get(self, key: object, load: Callable[[], tuple[ManifestEntry, ...]]):
         with self._lock:
             found = self._items.get(key)
             if found is not None:
@@ -315,8 +315,10 @@ class ManifestReader:
         """Every entry of a manifest (ADDED, EXISTING and DELETED), decoded once per path."""
         if self.cache is None:
             return _read_manifest(self.io, manifest, self.metadata, self._decoder)
+        # A v2 manifest carried into a v3 snapshot gains a first_row_id there, which its
+        # entries inherit: the same file decodes differently under the two lists.
         return self.cache.get(
-            manifest.manifest_path,
+            (manifest.manifest_path, manifest.first_row_id),
             lambda: _read_manifest(self.io, manifest, self.metadata, self._decoder))
 
 

@@ -118,3 +118,19 @@ def test_corrupt_and_missing_manifests_name_the_file(corpus, tmp_path):
         reader.entries(replace(manifest, manifest_path=str(broken)))
     with pytest.raises(CorruptMetadata, match=r"missing\.avro: manifest not found"):
         reader.entries(replace(manifest, manifest_path=str(tmp_path / "missing.avro")))
+
+
+def test_a_v2_manifest_gains_row_ids_in_a_v3_snapshot_despite_the_cache(corpus):
+    scenario = corpus.scenarios["v3_deletion_vectors"]
+    table = load_table(scenario.location)
+    cache = ManifestCache()
+    reader = ManifestReader(table.metadata, table.io, cache)
+    first = table.metadata.snapshot(scenario.snapshots[0].snapshot_id)
+    current = table.metadata.current_snapshot
+    old = reader.manifest_list(first)[0]
+    carried = next(m for m in reader.manifest_list(current)
+                   if m.manifest_path == old.manifest_path)
+    assert old.first_row_id is None and carried.first_row_id is not None
+    assert all(e.file.first_row_id is None for e in reader.entries(old))
+    assert all(e.file.first_row_id is not None for e in reader.entries(carried)
+               if e.file.content == FileContent.DATA)
