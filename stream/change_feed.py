@@ -23,11 +23,16 @@ from meltwater.planner.fileio import FileIO
 from meltwater.planner.incremental import ChangeRange, IncrementalPlanner, resolve_range
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
-from meltwater.planner.types import Schema
+from meltwater.planner.types import LONG, NestedField, Schema
 from meltwater.stream.arrow_schema import to_arrow_schema
 from meltwater.stream.deletes import DeleteLoader
 from meltwater.stream.reconstruction import ChangeOptions, metadata_fields, reconstruct_range
 
+ROW_ID_ID = 2147483540
+LAST_UPDATED_ID = 2147483539
+LINEAGE_FIELDS = (NestedField(ROW_ID_ID, "_row_id", LONG, False),
+                  NestedField(LAST_UPDATED_ID, "_last_updated_sequence_number", LONG, False))
+LINEAGE_IDS = frozenset({ROW_ID_ID, LAST_UPDATED_ID})
 METADATA_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id",
                     "_commit_sequence_number", "_commit_timestamp")
 
@@ -55,7 +60,11 @@ class ChangeFeed:
         return pa.schema(list(table_columns) + metadata_fields())
 
     def _selected(self) -> Schema:
-        return self.schema if self.columns is None else self.schema.select(self.columns)
+        selected = self.schema if self.columns is None else self.schema.select(self.columns)
+        lineage = tuple(f for f in self.schema.fields if f.field_id in LINEAGE_IDS)
+        if lineage and self.columns is not None:
+            selected = Schema(selected.fields + lineage, selected.schema_id)
+        return selected
 
     def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
         planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
@@ -101,6 +110,13 @@ def change_feed(table: Table | str, *, from_snapshot_id: int | None = None,
            if change_range.to_snapshot_id is not None else None)
     schema = metadata.schema_for(end)
     identifiers = _identifier_ids(schema, identifier_columns)
+    if metadata.format_version >= 3:
+        # v3 row lineage: each change row says which row it is; without identifier
+        # columns, updates pair by row id.
+        schema = Schema(schema.fields + LINEAGE_FIELDS, schema.schema_id,
+                        schema.identifier_field_ids)
+        if not identifiers and compute_updates is not False:
+            identifiers = (ROW_ID_ID,)
     if compute_updates and not identifiers:
         raise ChangeOptionError("computing updates needs identifier columns: the table has "
                                 "no identifier fields, so pass identifier columns")

@@ -668,8 +668,10 @@ class _OpenFile:
 
     def __init__(self, data_file: DataFile, projection: Schema, io: FileIO,
                  delete_sets: Sequence[Sequence[DeleteFileRef]], loader: DeleteLoader,
-                 filter_types: dict[int, Any] | None = None) -> None:
+                 filter_types: dict[int, Any] | None = None,
+                 sequence_number: int | None = None) -> None:
         self.source = open_source(data_file.file_path, data_file.file_format, io)
+        self.lineage = _Lineage.for_file(data_file, projection, sequence_number)
         in_projection = field_paths(projection)
         self.in_projection = in_projection
         extra: dict[int, pa.DataType | None] = {}
@@ -709,6 +711,49 @@ class _OpenFile:
     def without_extras(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         return batch.select(self.output_names) if self.plan.extras else batch
 
+    def project(self, first: int, batch: pa.RecordBatch) -> pa.RecordBatch:
+        batch = self.plan.project(batch)
+        return batch if self.lineage is None else self.lineage.fill(first, batch)
+
+
+ROW_ID_ID = 2147483540
+LAST_UPDATED_ID = 2147483539
+
+
+class _Lineage:
+    """v3 row lineage: `_row_id` and `_last_updated_sequence_number` of each row.
+
+    A writer stores them only for rows it copied or updated; a null means "inherited":
+    the file's `first_row_id` plus the row's position, and the file's data sequence
+    number. Reading them gives changes a stable row identity across updates.
+    """
+
+    def __init__(self, row_id: str | None, updated: str | None, first_row_id: int | None,
+                 sequence_number: int | None) -> None:
+        self.row_id, self.updated = row_id, updated
+        self.first_row_id, self.sequence_number = first_row_id, sequence_number
+
+    @classmethod
+    def for_file(cls, data_file: DataFile, projection: Schema,
+                 sequence_number: int | None) -> _Lineage | None:
+        names = {f.field_id: f.name for f in projection.fields}
+        if ROW_ID_ID not in names and LAST_UPDATED_ID not in names:
+            return None
+        return cls(names.get(ROW_ID_ID), names.get(LAST_UPDATED_ID), data_file.first_row_id,
+                   sequence_number)
+
+    def fill(self, first: int, batch: pa.RecordBatch) -> pa.RecordBatch:
+        n = batch.num_rows
+        columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+        if self.row_id is not None and self.first_row_id is not None:
+            start = self.first_row_id + first
+            inherited = pa.array(range(start, start + n), pa.int64())
+            columns[self.row_id] = pc.coalesce(columns[self.row_id], inherited)
+        if self.updated is not None and self.sequence_number is not None:
+            columns[self.updated] = pc.coalesce(
+                columns[self.updated], pa.scalar(self.sequence_number, pa.int64()))
+        return pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
+
 
 def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
               batch_size: int = DEFAULT_BATCH_SIZE,
@@ -726,7 +771,8 @@ def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
     residual = task.residual
     filter_types = {p.field_id: p.type for p in predicates(residual)
                     if isinstance(p, BoundPredicate)}
-    opened = _OpenFile(task.data_file, projection, io, [task.deletes], loader, filter_types)
+    opened = _OpenFile(task.data_file, projection, io, [task.deletes], loader, filter_types,
+                       task.sequence_number)
     plan = opened.plan
     (delete_set,) = opened.sets
 
@@ -739,7 +785,7 @@ def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
 
     for first, batch in opened.source.batches(plan.selection, batch_size, task.start,
                                               task.length):
-        batch = plan.project(batch)
+        batch = opened.project(first, batch)
         keep = delete_set.live(first, batch)
         if keep is not None:
             batch = batch.filter(keep)
@@ -763,6 +809,7 @@ def read_with_delete_sets(data_file: DataFile, projection: Schema, io: FileIO,
                           batch_size: int = DEFAULT_BATCH_SIZE,
                           deletes: DeleteLoader | None = None,
                           positions_of_interest: pa.Array | None = None,
+                          sequence_number: int | None = None,
                           ) -> Iterator[MaskedBatch]:
     """Read a data file once and say, per delete set, which of its rows are live.
 
@@ -785,13 +832,14 @@ def read_with_delete_sets(data_file: DataFile, projection: Schema, io: FileIO,
         if len(positions_of_interest) == 0:
             return
         wanted = _int64_view(positions_of_interest)
-    opened = _OpenFile(data_file, projection, io, delete_sets, loader)
+    opened = _OpenFile(data_file, projection, io, delete_sets, loader,
+                       sequence_number=sequence_number)
     plan = opened.plan
     for first, batch in opened.source.batches(plan.selection, batch_size, rows=wanted):
         n = batch.num_rows
         if n == 0 or (wanted is not None and not _any_between(wanted, first, first + n)):
             continue
-        batch = plan.project(batch)
+        batch = opened.project(first, batch)
         live = [s.live(first, batch) for s in opened.sets]
         yield MaskedBatch(first, opened.without_extras(batch), live)
 

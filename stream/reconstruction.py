@@ -371,7 +371,8 @@ class _CommitRun:
             sets.append(trusted)
         for item in read_with_delete_sets(task.data_file, self.projection, self.io, sets,
                                           batch_size=self.batch_size, deletes=self.loader,
-                                          positions_of_interest=interest):
+                                          positions_of_interest=interest,
+                                          sequence_number=task.sequence_number):
             n = item.batch.num_rows
             live_before, live_after = (_full(m, n) for m in item.live[:2])
             # Rows a trusted equality delete removes are emitted from its payload instead.

@@ -51,6 +51,8 @@ COMMIT_TIMESTAMP = "_commit_timestamp"
 METADATA_COLUMNS = (CHANGE_TYPE, CHANGE_ORDINAL, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER,
                     COMMIT_TIMESTAMP)
 
+LINEAGE_COLUMNS = ("_row_id", "_last_updated_sequence_number")
+
 INSERT = "INSERT"
 DELETE = "DELETE"
 UPDATE_BEFORE = "UPDATE_BEFORE"
@@ -165,6 +167,15 @@ def data_columns(table: pa.Table | pa.RecordBatch) -> list[str]:
     return [n for n in table.schema.names if n not in METADATA_COLUMNS]
 
 
+def content_columns(table: pa.Table | pa.RecordBatch) -> list[str]:
+    """The columns that make a row's content: table columns without v3 row lineage.
+
+    Carry-over removal and net changes compare content: a writer that re-assigns row ids
+    when it copies rows must not turn unchanged rows into changes.
+    """
+    return [n for n in data_columns(table) if n not in LINEAGE_COLUMNS]
+
+
 # -- small vectorized helpers ----------------------------------------------------------------
 
 
@@ -245,7 +256,7 @@ def remove_carryover(table: pa.Table) -> pa.Table:
     some = pc.sum(arriving.cast(pa.int64())).as_py() or 0
     if some in (0, n):  # only INSERTs or only DELETEs: nothing can cancel
         return table
-    codes = row_codes([table.column(c) for c in data_columns(table)], n)
+    codes = row_codes([table.column(c) for c in content_columns(table)], n)
     cardinality = pc.max(codes).as_py() + 1
     groups = pc.add(pc.multiply(codes, pa.scalar(2, pa.int64())), arriving.cast(pa.int64()))
     rank = _rank_within(groups)
@@ -343,7 +354,7 @@ def net_changes(batches: Iterable[pa.RecordBatch], *,
     if n == 0:
         return table
     sign = pc.if_else(_arriving(table.column(CHANGE_TYPE)), 1, -1).cast(pa.int64())
-    codes = row_codes([table.column(c) for c in data_columns(table)], n)
+    codes = row_codes([table.column(c) for c in content_columns(table)], n)
     totals = pa.table({"code": codes, "sign": sign, "row": _arange(n)}).group_by(
         "code", use_threads=False).aggregate([("sign", "sum"), ("row", "max")])
     net = totals.column("sign_sum").combine_chunks()

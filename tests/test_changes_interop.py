@@ -25,7 +25,7 @@ ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_globa
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
        "v3_deletion_vectors", "random_mix", "file_formats"]
 META = ["_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",
-        "_commit_timestamp"]
+        "_commit_timestamp", "_row_id", "_last_updated_sequence_number"]
 REMOVES = {"DELETE", "UPDATE_BEFORE"}
 ADDS = {"INSERT", "UPDATE_AFTER"}
 
@@ -187,7 +187,7 @@ def test_filters_and_columns_apply_to_change_rows(corpus):
     everything = meltwater.stream.changes(scenario.location).read_all().to_pylist()
     filtered = meltwater.stream.changes(scenario.location, filter="category = 'b'",
                                         columns=["id", "amount"]).read_all()
-    assert filtered.column_names == ["id", "amount", *META]
+    assert filtered.column_names == ["id", "amount", *META[:5]]
     expected = sorted((r["id"], r["_change_type"], r["_change_ordinal"]) for r in everything
                       if r["category"] == "b")
     got = sorted(zip(filtered.column("id").to_pylist(),
@@ -263,3 +263,20 @@ def test_cli_changes_bad_input_is_one_line_and_exit_2(corpus, args, message):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_v3_changes_carry_row_lineage_and_pair_updates_by_row_id(corpus):
+    scenario = corpus.scenarios["v3_deletion_vectors"]
+    table = load_table(scenario.location)
+    update = next(s for s in scenario.snapshots if s.label == "MOR update as DV")
+    rows = meltwater.stream.changes(table, from_snapshot_id=update.parent_id,
+                                    to_snapshot_id=update.snapshot_id).read_all()
+    assert rows.column_names[-7:-5] == ["_row_id", "_last_updated_sequence_number"]
+    befores = [r for r in rows.to_pylist() if r["_change_type"] == "UPDATE_BEFORE"]
+    afters = [r for r in rows.to_pylist() if r["_change_type"] == "UPDATE_AFTER"]
+    assert befores and len(befores) == len(afters)
+    for before, after in zip(befores, afters, strict=True):
+        assert before["_row_id"] == after["_row_id"] is not None
+        assert before["id"] == after["id"] and after["payload"] == "updated"
+        assert after["_last_updated_sequence_number"] == update.sequence_number
+        assert before["_last_updated_sequence_number"] < update.sequence_number
