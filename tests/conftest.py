@@ -49,3 +49,33 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
               f"{sum(s.expired for s in snaps):>7} {kinds['position']:>4} "
               f"{kinds['equality']:>4} {kinds['dv']:>4}  "
               f"{scenario.record['iceberg_changelog'][:60]}")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark 4 session for the whole test run (2 cores: keep it small).
+
+    Python workers must run this interpreter, or they would import another meltwater.
+    """
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("meltwater-tests")
+               .config("spark.pyspark.python", sys.executable)
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "2g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    import meltwater.stream
+
+    meltwater.stream.register(session)
+    yield session
+    session.stop()

@@ -1,0 +1,219 @@
+"""Reader options of the `meltwater` Spark source, in Iceberg's names and Spark 4.2's aliases.
+
+Spark hands a data source a case-insensitive map of strings; this module turns it into the
+keyword arguments of `meltwater.stream.scan` / `change_feed`, so the batch reader, the
+stream reader and their tests agree on what each option means. It imports no pyspark.
+
+Iceberg's change options are exclusive at the start and inclusive at the end
+(`start-snapshot-id`, `end-snapshot-id`, ...). Spark 4.2's change-read names
+(`startingVersion`, `startingTimestamp`, ...) are inclusive at both ends, so an inclusive
+start version V becomes the exclusive start "parent of V" here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from meltwater.planner.errors import MeltwaterError
+
+
+class OptionError(MeltwaterError):
+    """A Spark reader option is unknown in value or contradicts another option."""
+
+
+TRUE_WORDS = ("true", "1", "yes")
+FALSE_WORDS = ("false", "0", "no")
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _bool(options: dict[str, str], *names: str) -> bool | None:
+    for name in names:
+        value = options.get(name.lower())
+        if value is None:
+            continue
+        if value.lower() in TRUE_WORDS:
+            return True
+        if value.lower() in FALSE_WORDS:
+            return False
+        raise OptionError(f"option {name}={value!r}: expected true or false")
+    return None
+
+
+def _int(options: dict[str, str], *names: str) -> int | None:
+    for name in names:
+        value = options.get(name.lower())
+        if value is None:
+            continue
+        try:
+            return int(value)
+        except ValueError:
+            raise OptionError(f"option {name}={value!r}: expected an integer") from None
+    return None
+
+
+def _timestamp_ms(options: dict[str, str], *names: str) -> int | None:
+    """Milliseconds, or an ISO-8601 time as Spark users write `startingTimestamp`."""
+    import datetime as dt
+
+    for name in names:
+        value = options.get(name.lower())
+        if value is None:
+            continue
+        if value.lstrip("-").isdigit():
+            return int(value)
+        try:
+            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise OptionError(f"option {name}={value!r}: expected milliseconds or an "
+                              "ISO-8601 time") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.timezone.utc)
+        return int(moment.timestamp() * 1000)
+    return None
+
+
+def _names(options: dict[str, str], name: str) -> list[str] | None:
+    value = options.get(name.lower())
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise OptionError(f"option {name}: give at least one column name")
+    return names
+
+
+def table_location(options: Mapping[str, str]) -> str:
+    lowered = _lower(options)
+    location = lowered.get("path") or lowered.get("table")
+    if not location:
+        raise OptionError("the meltwater source needs a table: load(TABLE) or "
+                          "option('path', TABLE)")
+    return location
+
+
+@dataclass(frozen=True)
+class SnapshotRead:
+    """A batch read of one snapshot: kwargs for `meltwater.stream.scan`/`plan`."""
+
+    snapshot_id: int | None = None
+    as_of_ms: int | None = None
+    ref: str | None = None
+
+
+@dataclass(frozen=True)
+class ChangeRead:
+    """A change read: kwargs for `meltwater.stream.change_feed`."""
+
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # Spark 4.2's inclusive starting version, resolved to its parent by the reader
+    # (the parent needs table metadata, which this module does not read).
+    inclusive_start_snapshot_id: int | None = None
+
+
+_CHANGE_START = ("start-snapshot-id", "start-sequence-number", "start-timestamp",
+                 "startingversion", "startingtimestamp")
+
+
+def is_change_read(options: Mapping[str, str]) -> bool:
+    lowered = _lower(options)
+    return any(name in lowered for name in _CHANGE_START) or _bool(
+        lowered, "read-changes", "readChangeFeed") is True
+
+
+def snapshot_read(options: Mapping[str, str]) -> SnapshotRead:
+    lowered = _lower(options)
+    ref = lowered.get("branch") or lowered.get("tag")
+    if lowered.get("branch") and lowered.get("tag"):
+        raise OptionError("options branch and tag exclude each other")
+    read = SnapshotRead(snapshot_id=_int(lowered, "snapshot-id", "versionAsOf"),
+                        as_of_ms=_timestamp_ms(lowered, "as-of-timestamp", "timestampAsOf"),
+                        ref=ref)
+    chosen = [v for v in (read.snapshot_id, read.as_of_ms, read.ref) if v is not None]
+    if len(chosen) > 1:
+        raise OptionError("choose one of snapshot-id, as-of-timestamp and branch/tag")
+    return read
+
+
+def change_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """The row-level options of a change read (shared by batch and streaming reads)."""
+    lowered = _lower(options)
+    kwargs: dict[str, Any] = {}
+    net = _bool(lowered, "net-changes")
+    dedup = lowered.get("deduplicationmode")
+    if dedup is not None:
+        if dedup.lower() == "netchanges":
+            net = True
+        elif dedup.lower() in ("none", "dropcarryovers"):
+            kwargs["keep_carryover"] = dedup.lower() == "none"
+        else:
+            raise OptionError(f"option deduplicationMode={dedup!r}: expected none, "
+                              "dropCarryovers or netChanges")
+    if net is not None:
+        kwargs["net"] = net
+    updates = _bool(lowered, "compute-updates", "computeUpdates")
+    if updates is not None:
+        kwargs["compute_updates"] = updates
+    identifiers = _names(lowered, "identifier-columns")
+    if identifiers is not None:
+        kwargs["identifier_columns"] = identifiers
+    carryover = _bool(lowered, "keep-carryover")
+    if carryover is not None:
+        kwargs["keep_carryover"] = carryover
+    appends = _bool(lowered, "appends-only")
+    if appends is not None:
+        kwargs["appends_only"] = appends
+    equality = lowered.get("equality-deletes")
+    if equality is not None:
+        if equality not in ("resolve", "trust-payload"):
+            raise OptionError(f"option equality-deletes={equality!r}: expected resolve or "
+                              "trust-payload")
+        kwargs["equality_deletes"] = equality
+    names = lowered.get("change-type-names")
+    if names is not None:
+        if names not in ("iceberg", "delta"):
+            raise OptionError(f"option change-type-names={names!r}: expected iceberg or delta")
+        kwargs["change_type_names"] = names
+    skip = _bool(lowered, "skip-expired-snapshots")
+    if skip is not None:
+        kwargs["skip_expired"] = skip
+    return kwargs
+
+
+def change_read(options: Mapping[str, str]) -> ChangeRead:
+    """A batch change read's range and options, Iceberg names first, Spark 4.2 aliases after.
+
+    Iceberg: start-snapshot-id / start-sequence-number / start-timestamp (exclusive),
+    end-snapshot-id / end-timestamp (inclusive). Spark 4.2: startingVersion /
+    startingTimestamp (inclusive), endingVersion / endingTimestamp (inclusive).
+    """
+    lowered = _lower(options)
+    kwargs = change_options(options)
+    starts = {
+        "from_snapshot_id": _int(lowered, "start-snapshot-id"),
+        "from_sequence": _int(lowered, "start-sequence-number"),
+        "from_timestamp_ms": _timestamp_ms(lowered, "start-timestamp"),
+    }
+    inclusive_version = _int(lowered, "startingVersion")
+    inclusive_time = _timestamp_ms(lowered, "startingTimestamp")
+    if inclusive_time is not None:
+        starts["from_timestamp_ms"] = starts["from_timestamp_ms"] or inclusive_time - 1
+    given = [k for k, v in starts.items() if v is not None]
+    if len(given) + (inclusive_version is not None) > 1:
+        raise OptionError("give the change range's start once (start-snapshot-id, "
+                          "start-sequence-number, start-timestamp, startingVersion or "
+                          "startingTimestamp)")
+    kwargs.update({k: v for k, v in starts.items() if v is not None})
+    end_id = _int(lowered, "end-snapshot-id", "endingVersion")
+    end_ms = _timestamp_ms(lowered, "end-timestamp", "endingTimestamp")
+    if end_id is not None and end_ms is not None:
+        raise OptionError("give the change range's end once (end-snapshot-id or end-timestamp)")
+    if end_id is not None:
+        kwargs["to_snapshot_id"] = end_id
+    if end_ms is not None:
+        kwargs["to_timestamp_ms"] = end_ms
+    return ChangeRead(kwargs, inclusive_version)
