@@ -9,9 +9,23 @@ The Python API for users without Spark::
     reader = meltwater.stream.scan("/warehouse/db/events", filter="id > 100")
     plan = meltwater.stream.plan("/warehouse/db/events", filter="id > 100")
     changes = meltwater.stream.changes("/warehouse/db/events", from_snapshot_id=42)
+
+and on Spark (importing this package does not import pyspark; `register` does)::
+
+    meltwater.stream.register(spark)
+    df = spark.read.format("meltwater").load("/warehouse/db/events")
 """
 
 from meltwater.stream.change_feed import ChangeFeed, change_feed, changes
 from meltwater.stream.scan import Plan, plan, read_plan, scan
 
-__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "plan", "read_plan", "scan"]
+
+def register(spark):
+    """Register the `meltwater` Spark data source in a session (see `spark_source`)."""
+    from meltwater.stream.spark_source import register as register_source
+
+    return register_source(spark)
+
+
+__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "plan", "read_plan", "register",
+           "scan"]

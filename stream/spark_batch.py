@@ -1,0 +1,316 @@
+"""The batch reader of the `meltwater` Spark source: snapshot scans and change reads.
+
+Spark drives a Python data source reader in three places. On the driver (in a Python
+worker) it calls `pushFilters` and `partitions`; on the executors it calls `read` once per
+partition. So everything a partition needs travels inside it as plain picklable data (the
+planner's frozen task dataclasses and schemas), and `read` opens its own `FileIO`:
+
+- **snapshot reads**: one partition per planner task group (`Plan.groups`, bin-packed by
+  Iceberg's split rules); `read` runs the group's tasks through `read_tasks`, merge-on-read
+  deletes and the pushed filter applied.
+- **change reads**: commits are planned on the driver (`IncrementalPlanner.plan_commit`,
+  metadata only) and each commit with changes becomes one partition, because carry-over
+  removal and update pairing need a whole commit; `read` runs `reconstruct`. Net changes
+  collapse the whole range, so they are one partition.
+
+`read` yields Arrow record batches in exactly the Spark schema's columns and types (cast
+when Spark's types differ, e.g. `fixed` -> binary), never Python rows.
+
+Filters (`pushFilters`): translated by `meltwater.stream.spark_filters`, used by the
+planner for manifest, data file and delete file pruning and applied to the rows, so Spark
+does not evaluate them again. A change read only takes filters when neither update pairing
+nor net changes is on: those look at both sides of a change, and a filter applied first
+would turn an update that leaves the filter into a DELETE where Spark, filtering after,
+shows an UPDATE_BEFORE.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+from meltwater.planner.change_tasks import CommitChanges
+from meltwater.planner.expressions import TRUE, Expression
+from meltwater.planner.fileio import PyArrowFileIO
+from meltwater.planner.incremental import IncrementalPlanner
+from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.scan import TableScan
+from meltwater.planner.tasks import FileScanTask
+from meltwater.planner.types import Schema
+from meltwater.stream.arrow_schema import to_arrow_schema as engine_schema
+from meltwater.stream.change_feed import LINEAGE_IDS, METADATA_COLUMNS, ChangeFeed, change_feed
+from meltwater.stream.errors import UnreadableFile
+from meltwater.stream.reconstruction import ChangeOptions, reconstruct, reconstruct_range
+from meltwater.stream.scan import DEFAULT_BATCH_SIZE, read_tasks
+from meltwater.stream.spark_filters import translate_filters
+from meltwater.stream.spark_options import (
+    OptionError,
+    change_read,
+    is_change_read,
+    snapshot_read,
+    table_location,
+)
+
+log = logging.getLogger(__name__)
+
+# Options of streaming reads only: with one of them, `schema()` answers the change schema
+# (Spark gives `schema()` no other way to tell a stream from a batch read).
+_STREAM_ONLY_PREFIXES = ("streaming-", "stream-", "starting")
+_STREAM_ONLY_NAMES = frozenset({"maxfilespertrigger", "maxbytespertrigger",
+                                "maxrowspertrigger", "schema-change"})
+
+
+def wants_change_schema(options: Mapping[str, str]) -> bool:
+    """Whether a read with these options returns change rows (with the metadata columns)."""
+    lowered = {str(k).lower() for k in options}
+    return is_change_read(options) or any(
+        k.startswith(_STREAM_ONLY_PREFIXES) or k in _STREAM_ONLY_NAMES for k in lowered)
+
+
+def spark_schema(arrow_schema: pa.Schema) -> StructType:
+    """Spark's view of an engine schema: timestamps (tz -> TIMESTAMP, none -> TIMESTAMP_NTZ),
+    decimals, binary, structs, lists and maps map one to one; `fixed`/`uuid` become BINARY,
+    `time` TIME(6) and nanosecond timestamps microsecond ones (read truncated)."""
+    return from_arrow_schema(arrow_schema)
+
+
+def spark_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark checks `read()`'s batches against (as its worker builds it)."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# -- what a read is, resolved against one metadata file --------------------------------------
+
+
+@dataclass
+class ResolvedRead:
+    """A batch read resolved against table metadata: a snapshot scan or a change feed."""
+
+    table: Table
+    scan: TableScan | None = None
+    feed: ChangeFeed | None = None
+
+    @property
+    def is_change_read(self) -> bool:
+        return self.feed is not None
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        if self.feed is not None:
+            return self.feed.output_schema
+        assert self.scan is not None
+        return engine_schema(self.scan.schema)
+
+    @property
+    def filter_schema(self) -> Schema:
+        """The columns a pushed filter may name (no lineage or change metadata columns)."""
+        if self.feed is not None:
+            fields = tuple(f for f in self.feed.schema.fields if f.field_id not in LINEAGE_IDS)
+            return Schema(fields, self.feed.schema.schema_id)
+        assert self.scan is not None
+        return self.scan.schema
+
+    @property
+    def takes_filters(self) -> bool:
+        return self.feed is None or not (self.feed.options.net
+                                         or self.feed.options.pairs_updates)
+
+
+def resolve_read(options: Mapping[str, str], metadata_location: str | None = None,
+                 row_filter: Expression = TRUE, *, changes: bool | None = None,
+                 table: Table | None = None) -> ResolvedRead:
+    """Resolve the options of a batch read against the table's metadata (pinned to
+    `metadata_location` when given); `changes` forces the kind of read."""
+    if table is None:
+        table = load_table(metadata_location or table_location(options))
+    if changes is None:
+        changes = wants_change_schema(options)
+    if not changes:
+        read = snapshot_read(options)
+        scan = TableScan(table, snapshot_id=read.snapshot_id, ref=read.ref,
+                         as_of_ms=read.as_of_ms, row_filter=row_filter)
+        scan.snapshot  # noqa: B018  (resolves now: an unknown snapshot fails at load time)
+        return ResolvedRead(table, scan=scan)
+    return ResolvedRead(table, feed=change_feed(table, filter=row_filter,
+                                                **change_kwargs(table, options)))
+
+
+def change_kwargs(table: Table, options: Mapping[str, str]) -> dict[str, Any]:
+    """`change_feed` keyword arguments of a change read, Spark 4.2's inclusive
+    `startingVersion` resolved to its parent (None, the whole history, for the first)."""
+    read = change_read(options)
+    kwargs = dict(read.kwargs)
+    if read.inclusive_start_snapshot_id is not None:
+        start = table.metadata.snapshot(read.inclusive_start_snapshot_id)
+        if start.parent_id is not None:
+            kwargs["from_snapshot_id"] = start.parent_id
+    return kwargs
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotPartition(InputPartition):
+    """One planner task group of a snapshot scan."""
+
+    tasks: tuple[FileScanTask, ...]
+    read_schema: Schema  # the projection plus columns only the filter needs
+    projection: Schema
+
+
+@dataclass(frozen=True)
+class ChangePartition(InputPartition):
+    """One commit's change tasks (or, for net changes, the whole range's commits)."""
+
+    commits: tuple[CommitChanges, ...]
+    schema: Schema  # the range end's table schema (with row lineage on v3 tables)
+    options: ChangeOptions
+    row_filter: Expression = TRUE
+
+
+class MeltwaterBatchReader(DataSourceReader):
+    """Reads a snapshot or a change range; see the module doc."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType,
+                 metadata_location: str | None = None, changes: bool | None = None) -> None:
+        self.options = {str(k): str(v) for k, v in options.items()}
+        self.schema = schema
+        self.metadata_location = metadata_location
+        self.changes = wants_change_schema(options) if changes is None else changes
+        self.row_filter: Expression = TRUE
+        self.batch_size = DEFAULT_BATCH_SIZE
+        self._table: Table | None = None
+        self._resolved: ResolvedRead | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_table"] = state["_resolved"] = None  # table metadata stays on the driver
+        return state
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.schema.fieldNames())
+
+    def _read(self) -> ResolvedRead:
+        if self._resolved is None:
+            if self._table is None:
+                self._table = load_table(self.metadata_location or table_location(self.options))
+            self._resolved = resolve_read(self.options, row_filter=self.row_filter,
+                                          changes=self.changes, table=self._table)
+            known = set(self._resolved.arrow_schema.names)
+            unknown = [n for n in self.names if n not in known]
+            if unknown:
+                raise OptionError(f"the read schema names {', '.join(map(repr, unknown))}, not "
+                                  f"columns of the table (columns: {', '.join(sorted(known))})")
+        return self._resolved
+
+    # -- driver side ------------------------------------------------------------------------
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        read = self._read()
+        if not read.takes_filters:
+            log.info("meltwater: change read with update pairing or net changes takes no "
+                     "filters; returned to Spark: %s", filters)
+            return list(filters)
+        expression, pushed, returned = translate_filters(filters, read.filter_schema)
+        self.row_filter = expression
+        self._resolved = None  # re-plan with the filter
+        log.info("meltwater filter push-down: %d pushed %s as [%s]; %d returned to Spark %s",
+                 len(pushed), pushed, expression, len(returned), returned)
+        return returned
+
+    def partitions(self) -> list[InputPartition]:
+        read = self._read()
+        if read.feed is not None:
+            return self._change_partitions(read.feed)
+        assert read.scan is not None
+        full = read.arrow_schema.names
+        table_columns = [n for n in self.names if n in full]
+        scan = read.scan
+        if table_columns != full:
+            scan = TableScan(read.table, snapshot_id=scan.snapshot_id, ref=scan.ref,
+                             as_of_ms=scan.as_of_ms, row_filter=self.row_filter,
+                             columns=table_columns)
+        groups = scan.plan_tasks()
+        snapshot = scan.snapshot
+        log.info("meltwater scan of %s at snapshot %s, filter [%s]: %d tasks in %d partitions; "
+                 "%s", read.table.metadata_location,
+                 snapshot.snapshot_id if snapshot else None, scan.bound_filter,
+                 sum(len(g.tasks) for g in groups), len(groups), scan.stats.as_dict())
+        return [SnapshotPartition(g.tasks, scan.read_schema, scan.projection) for g in groups]
+
+    def _change_partitions(self, feed: ChangeFeed) -> list[InputPartition]:
+        planner = IncrementalPlanner(feed.table, feed.row_filter, stats=feed.stats)
+        commits = [c for c in planner.plan(feed.change_range, appends_only=feed.appends_only)
+                   if c.tasks]
+        if feed.options.net:
+            parts = [ChangePartition(tuple(commits), feed.schema, feed.options,
+                                     feed.row_filter)] if commits else []
+        else:
+            parts = [ChangePartition((c,), feed.schema, feed.options, feed.row_filter)
+                     for c in commits]
+        log.info("meltwater change read of %s, (%s, %s], filter [%s]: %d commits with changes "
+                 "in %d partitions; %s", feed.table.metadata_location,
+                 feed.change_range.from_snapshot_id, feed.change_range.to_snapshot_id,
+                 feed.row_filter, len(commits), len(parts), feed.stats.as_dict())
+        return list(parts)
+
+    # -- executor side ------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        target = spark_arrow_schema(self.schema)
+        if isinstance(partition, SnapshotPartition):
+            batches = read_tasks(partition.tasks, partition.read_schema, partition.projection,
+                                 PyArrowFileIO(), batch_size=self.batch_size, threads=1)
+        elif isinstance(partition, ChangePartition):
+            batches = _change_batches(partition, self.batch_size)
+        else:  # Spark's placeholder when there is nothing to read
+            return
+        names = target.names
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if batch.schema.names != names:
+                batch = batch.select(names)
+            if not batch.schema.equals(target):
+                batch = _cast(batch, target)
+            yield batch
+
+
+def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """A batch in Spark's types: `fixed` -> binary, `time` -> Spark's TIME, nanosecond
+    timestamps truncated to microseconds, or a user-given schema's types when they fit."""
+    try:
+        return batch.cast(target)
+    except pa.ArrowInvalid as error:
+        nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in batch.schema)
+        if nanos:  # Spark holds microseconds: truncate, as its own readers do
+            return batch.cast(target, safe=False)
+        raise UnreadableFile(f"cannot return the rows in the read schema ({error}); "
+                             "give a schema whose types fit the table's") from None
+
+
+def _change_batches(partition: ChangePartition, batch_size: int) -> Iterator[pa.RecordBatch]:
+    io = PyArrowFileIO()
+    if partition.options.net:
+        yield from reconstruct_range(partition.commits, partition.schema, io,
+                                     options=partition.options, batch_size=batch_size,
+                                     row_filter=partition.row_filter)
+        return
+    for commit in partition.commits:
+        yield from reconstruct(commit, partition.schema, io, options=partition.options,
+                               batch_size=batch_size, row_filter=partition.row_filter)
+
+
+__all__ = ["METADATA_COLUMNS", "ChangePartition", "MeltwaterBatchReader", "ResolvedRead",
+           "SnapshotPartition", "change_kwargs", "resolve_read", "spark_arrow_schema",
+           "spark_schema", "wants_change_schema"]

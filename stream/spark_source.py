@@ -1,0 +1,118 @@
+"""The `meltwater` Spark data source (PySpark's Python Data Source API, pyspark >= 4.2).
+
+Register once per session, then read Iceberg tables by location::
+
+    import meltwater.stream
+    meltwater.stream.register(spark)
+
+    spark.read.format("meltwater").load("/warehouse/db/orders")            # current snapshot
+    spark.read.format("meltwater").option("snapshot-id", 5003).load(T)     # time travel
+    spark.read.format("meltwater").option("as-of-timestamp", "2026-11-01T00:00:00Z").load(T)
+    spark.read.format("meltwater").option("branch", "audit").load(T)       # or "tag"
+    spark.read.format("meltwater").option("start-snapshot-id", 5003).load(T)   # changes
+    spark.read.format("meltwater").option("startingVersion", 5004)          # Spark 4.2 names,
+        .option("endingVersion", 5010).load(T)                               # inclusive
+    spark.readStream.format("meltwater").load(T)                             # the change feed
+
+Snapshot reads return the snapshot's rows, merge-on-read deletes applied, in the snapshot's
+schema. Change reads (any of `start-snapshot-id`, `start-sequence-number`,
+`start-timestamp`, `startingVersion`, `startingTimestamp`, or `read-changes=true`) return
+the change rows of the range with `_change_type`, `_change_ordinal`, `_commit_snapshot_id`,
+`_commit_sequence_number` and `_commit_timestamp` (and `_row_id`,
+`_last_updated_sequence_number` on v3 tables); every option is described in
+`meltwater.stream.spark_options`.
+
+Schemas: Iceberg `timestamptz` is Spark TIMESTAMP, `timestamp` TIMESTAMP_NTZ; decimals,
+binary, structs, lists and maps map one to one; `uuid` and `fixed` read as BINARY, `time`
+as TIME(6), and nanosecond timestamps are truncated to microseconds (Spark's precision).
+
+Filters in WHERE clauses are pushed to meltwater where its semantics are exactly Spark's
+(`meltwater.stream.spark_filters`); the batch reader logs what was pushed at INFO.
+`register` turns on `spark.sql.python.filterPushdown.enabled`, which Spark requires for a
+Python source that takes filters (switching it off again makes reads fail, naming it).
+
+SQL, as far as pyspark 4.3 allows for Python data sources:
+
+- works: ``CREATE TEMPORARY VIEW orders USING meltwater OPTIONS (path '/warehouse/db/orders')``
+  then ``SELECT ... FROM orders``, with the read options in ``OPTIONS (...)``
+  (``'snapshot-id' '5003'``, ``'start-snapshot-id' '5003'``, ...);
+- does not: ``SELECT * FROM meltwater.`/warehouse/db/orders``` (Spark answers
+  UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY); ``CREATE TABLE t USING meltwater OPTIONS (path
+  ...)`` is accepted, but Spark keeps `path` as the catalog table's location and does not
+  hand it back to the source, so reading `t` fails asking for a table; SQL time travel
+  (``SELECT ... VERSION AS OF``) is refused by Spark (UNSUPPORTED_FEATURE.TIME_TRAVEL) on
+  the view: put `snapshot-id`, `as-of-timestamp`, `branch` or `tag` in the view's OPTIONS.
+
+Streaming: `spark.readStream.format("meltwater")` is served by
+`meltwater.stream.spark_stream.MeltwaterStreamReader`. Spark calls `schema()` the same way
+for batch and streaming loads, so the source cannot tell them apart there: `schema()` answers
+the change schema when the options name a change range, `read-changes=true`, or any
+streaming-only option (`starting`, `starting-snapshot-as-inserts`,
+`stream-from-timestamp`, `streaming-*`, `maxFilesPerTrigger`, `schema-change`, ...); with
+none of those, a plain `readStream...load(T)` gets the snapshot schema.
+`change_schema_for(options)` gives the change schema to pass explicitly
+(`spark.readStream.schema(change_schema_for(opts))`).
+
+Errors: bad options and tables raise meltwater's typed errors with one-line messages; Spark
+wraps them (AnalysisException / PythonException) with the message kept in its text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.types import StructType
+
+from meltwater.planner.metadata import load_table
+from meltwater.stream.spark_batch import (
+    MeltwaterBatchReader,
+    resolve_read,
+    spark_schema,
+    wants_change_schema,
+)
+from meltwater.stream.spark_options import table_location
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+class MeltwaterDataSource(DataSource):
+    """Iceberg tables by location: snapshot reads, change reads and the change stream."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "meltwater"
+
+    def schema(self) -> StructType:
+        read = resolve_read(self.options)
+        # Pin the metadata file: the reader plans against the table this schema describes,
+        # even when a commit lands between analysis and planning.
+        self._metadata_location = read.table.metadata_location
+        return spark_schema(read.arrow_schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MeltwaterBatchReader(self.options, schema,
+                                    getattr(self, "_metadata_location", None))
+
+    def streamReader(self, schema: StructType) -> Any:
+        from meltwater.stream.spark_stream import MeltwaterStreamReader
+
+        return MeltwaterStreamReader(self.options, schema)
+
+
+def change_schema_for(options: Mapping[str, str]) -> StructType:
+    """The schema of change rows for these options: the table schema of the range's end
+    (the current snapshot when no end is given) and the change metadata columns."""
+    table = load_table(table_location(options))
+    return spark_schema(resolve_read(options, changes=True, table=table).arrow_schema)
+
+
+def register(spark: Any) -> None:
+    """Make `spark.read.format("meltwater")` (and readStream, and SQL `USING meltwater`)
+    available in a session, with filter push-down on."""
+    spark.dataSource.register(MeltwaterDataSource)
+    spark.conf.set(PUSHDOWN_CONF, "true")
+
+
+__all__ = ["MeltwaterDataSource", "change_schema_for", "register", "wants_change_schema"]
