@@ -53,6 +53,7 @@ from meltwater.stream.scan import DEFAULT_BATCH_SIZE, read_tasks
 from meltwater.stream.spark_filters import translate_filters
 from meltwater.stream.spark_options import (
     OptionError,
+    change_options,
     change_read,
     is_change_read,
     snapshot_read,
@@ -139,8 +140,15 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
                          as_of_ms=read.as_of_ms, row_filter=row_filter)
         scan.snapshot  # noqa: B018  (resolves now: an unknown snapshot fails at load time)
         return ResolvedRead(table, scan=scan)
-    return ResolvedRead(table, feed=change_feed(table, filter=row_filter,
-                                                **change_kwargs(table, options)))
+    if is_change_read(options):
+        kwargs = change_kwargs(table, options)
+    else:
+        # A stream (only streaming options given): its schema is the current snapshot's,
+        # and resolving its history here would fail on expired snapshots it never reads.
+        current = table.metadata.current_snapshot_id
+        kwargs = {**change_options(options), "from_snapshot_id": current,
+                  "to_snapshot_id": current}
+    return ResolvedRead(table, feed=change_feed(table, filter=row_filter, **kwargs))
 
 
 def change_kwargs(table: Table, options: Mapping[str, str]) -> dict[str, Any]:

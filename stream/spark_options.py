@@ -217,3 +217,128 @@ def change_read(options: Mapping[str, str]) -> ChangeRead:
     if end_ms is not None:
         kwargs["to_timestamp_ms"] = end_ms
     return ChangeRead(kwargs, inclusive_version)
+
+
+# -- streaming reads -------------------------------------------------------------------------
+
+STARTING_MODES = ("earliest", "latest")
+SCHEMA_CHANGE_MODES = ("project", "fail")
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def _size(options: dict[str, str], *names: str) -> int | None:
+    """Bytes, as a number or with a unit as Delta's `maxBytesPerTrigger` takes ("512m")."""
+    import re
+
+    for name in names:
+        value = options.get(name.lower())
+        if value is None:
+            continue
+        match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", value)
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _SIZE_UNITS:
+            raise OptionError(f"option {name}={value!r}: expected bytes, e.g. 1048576 or 512m")
+        return int(match.group(1)) * _SIZE_UNITS[unit]
+    return None
+
+
+def _positive(value: int | None, name: str) -> int | None:
+    if value is not None and value <= 0:
+        raise OptionError(f"option {name}={value}: expected a positive number")
+    return value
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    """A streaming change read: where it starts, how much a micro-batch takes, and what it
+    does when history expired or the schema changed. See `stream_read`."""
+
+    location: str
+    start_snapshot_id: int | None = None  # exclusive
+    inclusive_start_snapshot_id: int | None = None  # Spark/Delta's startingVersion
+    start_timestamp_ms: int | None = None  # exclusive: commits after it
+    starting: str = "earliest"
+    snapshot_as_inserts: bool = False
+    max_files: int | None = None
+    max_rows: int | None = None
+    max_bytes: int | None = None
+    skip_expired: bool = False
+    schema_change: str = "project"
+    split_size: int | None = None  # bytes per partition (else read.split.target-size)
+    change_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def stream_read(options: Mapping[str, str]) -> StreamRead:
+    """The options of `spark.readStream.format("meltwater")`.
+
+    Where to start (give one): `start-snapshot-id` (exclusive, as in batch reads),
+    `stream-from-timestamp` (commits after that time, ms or ISO-8601),
+    `starting=earliest|latest` (default earliest: the whole retained history; latest: only
+    commits after the query starts), or Delta's inclusive `startingVersion` (a snapshot id,
+    or `latest`) / `startingTimestamp`. `starting-snapshot-as-inserts=true` first emits
+    the table's contents at the start snapshot as INSERT rows (for `earliest`, the oldest
+    retained snapshot), then the changes after it.
+
+    How much a micro-batch reads: `streaming-max-files-per-micro-batch` (Delta:
+    `maxFilesPerTrigger`), `streaming-max-rows-per-micro-batch`,
+    `streaming-max-bytes-per-micro-batch` (Delta: `maxBytesPerTrigger`, units like `512m`).
+
+    `skip-expired-snapshots=true` skips snapshots expired before the stream read them
+    (with a warning) instead of failing; `schema-change=project|fail` says what a column
+    added after the stream started does: projected away with a warning (default), or the
+    stream stops and asks to be restarted. `split-size` (bytes) is how much one Spark task
+    of a micro-batch reads (default: the table's `read.split.target-size`). The row-level
+    options are `change_options`' (`compute-updates`, `identifier-columns`, ...);
+    `net-changes` is for batch reads only.
+    """
+    lowered = _lower(options)
+    kwargs = change_options(options)
+    skip_expired = bool(kwargs.pop("skip_expired", False))
+    if kwargs.get("net"):
+        raise OptionError("net-changes is a batch option: a stream emits each commit's "
+                          "changes; read a range with spark.read to get its net changes")
+    kwargs.pop("net", None)
+    starting = lowered.get("starting")
+    if starting is not None and starting.lower() not in STARTING_MODES:
+        raise OptionError(f"option starting={starting!r}: expected earliest or latest")
+    inclusive_version = lowered.get("startingversion")
+    inclusive_id = None
+    if inclusive_version is not None and inclusive_version.lower() == "latest":
+        starting = "latest"
+        inclusive_version = None
+    elif inclusive_version is not None:
+        inclusive_id = _int(lowered, "startingVersion")
+    inclusive_time = _timestamp_ms(lowered, "startingTimestamp")
+    start_id = _int(lowered, "start-snapshot-id")
+    start_ms = _timestamp_ms(lowered, "stream-from-timestamp")
+    given = [name for name, value in (("start-snapshot-id", start_id),
+                                      ("stream-from-timestamp", start_ms),
+                                      ("starting", starting), ("startingVersion", inclusive_id),
+                                      ("startingTimestamp", inclusive_time))
+             if value is not None]
+    if len(given) > 1:
+        raise OptionError(f"give the stream's start once, not {' and '.join(given)}")
+    if inclusive_time is not None:
+        start_ms = inclusive_time - 1
+    mode = (lowered.get("schema-change") or "project").lower()
+    if mode not in SCHEMA_CHANGE_MODES:
+        raise OptionError(f"option schema-change={mode!r}: expected project or fail")
+    return StreamRead(
+        location=table_location(options),
+        start_snapshot_id=start_id,
+        inclusive_start_snapshot_id=inclusive_id,
+        start_timestamp_ms=start_ms,
+        starting=(starting or "earliest").lower(),
+        snapshot_as_inserts=bool(_bool(lowered, "starting-snapshot-as-inserts")),
+        max_files=_positive(_int(lowered, "streaming-max-files-per-micro-batch",
+                                 "maxFilesPerTrigger"), "streaming-max-files-per-micro-batch"),
+        max_rows=_positive(_int(lowered, "streaming-max-rows-per-micro-batch"),
+                           "streaming-max-rows-per-micro-batch"),
+        max_bytes=_positive(_size(lowered, "streaming-max-bytes-per-micro-batch",
+                                  "maxBytesPerTrigger"), "streaming-max-bytes-per-micro-batch"),
+        skip_expired=skip_expired,
+        schema_change=mode,
+        split_size=_positive(_size(lowered, "split-size"), "split-size"),
+        change_kwargs=kwargs,
+    )

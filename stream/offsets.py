@@ -1,0 +1,688 @@
+"""Streaming offsets and how a change stream advances through a table's history.
+
+A stream's position is a `StreamOffset`, stored by Spark in the query's checkpoint as JSON,
+the way Iceberg's own `StreamingOffset` is::
+
+    {"version": 1, "snapshot_id": 5140426932827412781, "position": 3, "complete": false,
+     "scan_all_files": false, "ordinal": 2}
+
+reads "every commit before snapshot 5140... along the table's lineage, and tasks 0, 1 and 2
+of that snapshot's commit, have been read". The tasks are the incremental planner's change
+tasks of the commit, in its deterministic order (`IncrementalPlanner.plan_commit`), so one
+huge commit can be spread over several micro-batches. `complete` marks the commit as read
+whole (then `position` is its task count, or 0 for the exclusive start of the stream), so
+an offset never needs the next snapshot, which may not exist yet. `scan_all_files` means the
+positions index the snapshot's *contents* (a table scan, emitted as INSERTs) instead of
+its commit: the `starting-snapshot-as-inserts` mode. `ordinal` is `_change_ordinal` of
+that snapshot's rows: commits are numbered from 0 in the order the stream reads them, so a
+stream started at snapshot S emits the same ordinals as `meltwater.stream.changes(table,
+from_snapshot_id=S)`. The table's location lives in the query's options, not the offset.
+
+`ChangeStream` answers the three questions of a micro-batch source without Spark:
+
+- `initial_offset()`: where a new query starts (`StreamRead`'s start options);
+- `latest_offset(start, budget)`: how far the next micro-batch goes, reloading only the
+  table's metadata file and walking the lineage from the newest snapshot back to `start`,
+  planning commits one at a time until the budget (files, rows, bytes) is spent. A commit
+  that fits the budget is kept whole (the batch ends before it rather than splitting it);
+  only a commit bigger than the budget is split by its tasks, and a batch always takes at
+  least one task, so a stream never stalls;
+- `parts(start, end)`: the commit parts of a micro-batch, identical for the same offsets
+  (planning is a function of immutable manifests), so a replayed batch reads the same rows.
+
+**Splitting a commit.** Carry-over removal and update pairing compare a commit's DELETEs
+with its INSERTs, so when a commit is split across micro-batches they apply within each
+micro-batch's part of it: a row rewritten unchanged may then show as a DELETE in one batch
+and an INSERT in the next, and an update as a DELETE and an INSERT. Keep the limits above
+the largest commit where that matters. Commits whose tasks only add or only remove rows can
+be split without any such effect; the Spark source also spreads them over partitions.
+
+**Schema changes.** The stream's columns are fixed when it starts (the Spark schema);
+commits are read in their own schema by field id, so renamed columns keep the stream's
+name and dropped ones read as null. A column added after the stream started is projected
+away with a warning, or with `schema-change=fail` the stream stops before the first such
+commit, after emitting everything before it, and says how to restart with the new schema.
+
+**Expired history.** Snapshots that expired before the stream read them fail the stream,
+naming them, unless `skip-expired-snapshots=true` skips them with a warning. Nothing else
+is ever skipped: a table that vanishes or a file that cannot be read fails the micro-batch,
+and since offsets only advance when Spark commits a batch, a restart resumes where it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from meltwater.planner.change_tasks import (
+    AddedRowsTask,
+    ChangeCommit,
+    ChangeTask,
+    CommitChanges,
+    DeletedRowsTask,
+)
+from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.fileio import FileIO, PyArrowFileIO
+from meltwater.planner.incremental import ExpiredSnapshots, IncrementalPlanner, InvalidRange
+from meltwater.planner.metadata import (
+    Snapshot,
+    SnapshotNotFound,
+    Table,
+    TableMetadata,
+    TableNotFound,
+    find_metadata_location,
+    read_metadata,
+)
+from meltwater.planner.scan import TableScan
+from meltwater.planner.splitting import DEFAULT_TARGET_SIZE
+from meltwater.planner.tasks import DeleteFileRef
+from meltwater.planner.types import Schema
+from meltwater.stream.change_feed import LINEAGE_FIELDS, LINEAGE_IDS, METADATA_COLUMNS, change_feed
+from meltwater.stream.reconstruction import ChangeOptions
+from meltwater.stream.spark_options import StreamRead
+
+log = logging.getLogger(__name__)
+
+OFFSET_VERSION = 1
+
+
+class StreamError(MeltwaterError):
+    """A change stream cannot go on (and says what to do about it)."""
+
+
+class OffsetError(StreamError):
+    """A checkpointed offset this version of meltwater does not understand."""
+
+
+class SchemaChanged(StreamError):
+    """The table's schema changed mid-stream and the stream was asked to stop."""
+
+
+# -- offsets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamOffset:
+    """A position in a table's change stream (see the module doc)."""
+
+    snapshot_id: int | None  # None: before the table's first snapshot
+    position: int = 0  # index of the next task of snapshot_id's commit (or scan)
+    complete: bool = False  # snapshot_id's commit (or scan) is read whole
+    scan_all_files: bool = False  # positions index the snapshot's contents, as INSERTs
+    ordinal: int = -1  # _change_ordinal of snapshot_id's rows (-1: the exclusive start)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict with a fixed key order, so equal offsets serialize equally."""
+        return {"version": OFFSET_VERSION, "snapshot_id": self.snapshot_id,
+                "position": self.position, "complete": self.complete,
+                "scan_all_files": self.scan_all_files, "ordinal": self.ordinal}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> StreamOffset:
+        if not isinstance(obj, dict):
+            raise OffsetError(f"offset {obj!r}: expected a JSON object")
+        version = obj.get("version")
+        if version != OFFSET_VERSION:
+            raise OffsetError(f"offset {obj!r}: unknown version {version!r} (this meltwater "
+                              f"reads version {OFFSET_VERSION}); use the meltwater version "
+                              "that wrote the checkpoint, or start a new checkpoint")
+        try:
+            snapshot_id = obj["snapshot_id"]
+            offset = cls(None if snapshot_id is None else int(snapshot_id),
+                         int(obj["position"]), bool(obj["complete"]),
+                         bool(obj.get("scan_all_files", False)), int(obj["ordinal"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise OffsetError(f"offset {obj!r}: malformed ({error!r})") from None
+        if offset.position < 0:
+            raise OffsetError(f"offset {obj!r}: negative position")
+        return offset
+
+
+# -- budgets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What reading some tasks costs: data files, their rows, and bytes with deletes."""
+
+    files: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.files + other.files, self.rows + other.rows,
+                    self.bytes + other.bytes)
+
+
+def _delete_bytes(refs: Sequence[DeleteFileRef]) -> int:
+    seen: dict[tuple[str, int | None], int] = {}
+    for ref in refs:
+        file = ref.file
+        size = file.content_size_in_bytes or file.file_size_in_bytes
+        seen[(file.file_path, file.content_offset)] = size
+    return sum(seen.values())
+
+
+def task_cost(task: ChangeTask) -> Cost:
+    """One data file; its rows (an upper bound on its change rows); its bytes and those of
+    the delete files it reads."""
+    if isinstance(task, DeletedRowsTask):
+        deletes = task.deletes_before + task.deletes_after
+    elif isinstance(task, AddedRowsTask):
+        deletes = task.deletes
+    else:
+        deletes = task.existing_deletes
+    data = task.data_file
+    return Cost(1, data.record_count, data.file_size_in_bytes + _delete_bytes(deletes))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one micro-batch may read; None: no limit of that kind."""
+
+    max_files: int | None = None
+    max_rows: int | None = None
+    max_bytes: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        return self.max_files is None and self.max_rows is None and self.max_bytes is None
+
+    def fits(self, cost: Cost) -> bool:
+        return ((self.max_files is None or cost.files <= self.max_files)
+                and (self.max_rows is None or cost.rows <= self.max_rows)
+                and (self.max_bytes is None or cost.bytes <= self.max_bytes))
+
+
+UNLIMITED = Budget()
+
+
+# -- commit parts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitPart:
+    """Tasks [first_task, first_task + len(changes.tasks)) of one commit's `task_count`,
+    with the schema to reconstruct them in: everything an executor needs, picklable."""
+
+    changes: CommitChanges
+    projection: Schema
+    first_task: int
+    task_count: int
+
+    @property
+    def whole(self) -> bool:
+        return self.first_task == 0 and len(self.changes.tasks) == self.task_count
+
+    @property
+    def one_way(self) -> bool:
+        """Whether the tasks only add or only remove rows: then no row of one task can
+        cancel or pair with a row of another, and the part splits freely."""
+        tasks = self.changes.tasks
+        if all(isinstance(t, AddedRowsTask) for t in tasks):
+            return True
+        return not any(isinstance(t, AddedRowsTask) for t in tasks) and all(
+            not isinstance(t, DeletedRowsTask) or _keys(t.deletes_before) <= _keys(
+                t.deletes_after) for t in tasks)
+
+    @property
+    def cost(self) -> Cost:
+        total = Cost()
+        for task in self.changes.tasks:
+            total += task_cost(task)
+        return total
+
+    def split(self, target_bytes: int) -> list[CommitPart]:
+        """Consecutive pieces of about `target_bytes` (only for `one_way` parts)."""
+        pieces: list[CommitPart] = []
+        tasks = self.changes.tasks
+        begin, size = 0, 0
+        for index, task in enumerate(tasks):
+            weight = task_cost(task).bytes
+            if index > begin and size + weight > target_bytes:
+                pieces.append(self._slice(begin, index))
+                begin, size = index, 0
+            size += weight
+        pieces.append(self._slice(begin, len(tasks)))
+        return pieces
+
+    def _slice(self, begin: int, end: int) -> CommitPart:
+        return CommitPart(CommitChanges(self.changes.commit, self.changes.tasks[begin:end]),
+                          self.projection, self.first_task + begin, self.task_count)
+
+
+def _keys(refs: Sequence[DeleteFileRef]) -> set[tuple[str, int | None]]:
+    return {(r.file.file_path, r.file.content_offset) for r in refs}
+
+
+def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_SIZE
+               ) -> list[list[CommitPart]]:
+    """Group a micro-batch's parts into partitions of about `target_bytes`, in order.
+
+    A part is never split unless it is `one_way`: carry-over removal and update pairing
+    need a commit's tasks together. Small parts share a partition.
+    """
+    pieces: list[CommitPart] = []
+    for part in parts:
+        if part.one_way and part.cost.bytes > target_bytes and len(part.changes.tasks) > 1:
+            pieces.extend(part.split(target_bytes))
+        else:
+            pieces.append(part)
+    groups: list[list[CommitPart]] = []
+    size = 0
+    for piece in pieces:
+        weight = piece.cost.bytes
+        if groups and size + weight <= target_bytes:
+            groups[-1].append(piece)
+            size += weight
+        else:
+            groups.append([piece])
+            size = weight
+    return groups
+
+
+# -- the stream --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One snapshot's tasks the walk reaches: the commit (or the initial scan)."""
+
+    snapshot: Snapshot
+    scan: bool
+    ordinal: int
+    begin: int  # first task not yet read
+
+
+@dataclass
+class _StreamSchema:
+    """What the stream fixed when it started: its schema, columns and change options."""
+
+    schema: Schema  # the table schema when the stream started (+ v3 lineage fields)
+    columns: tuple[str, ...]  # the table columns the stream emits
+    options: ChangeOptions
+    appends_only: bool
+    last_column_id: int  # columns with greater ids were added after the stream started
+    known: frozenset[int]  # the snapshots there were when it started (others came after)
+
+
+class ChangeStream:
+    """A table's change stream: offsets, admission control and micro-batch parts.
+
+    `columns` are the output columns (table columns and change metadata columns), as the
+    Spark schema names them. Holds a cache of planned commits for the micro-batches in
+    flight; `forget(offset)` drops what is behind a committed offset.
+    """
+
+    def __init__(self, read: StreamRead, columns: Sequence[str], *,
+                 io: FileIO | None = None) -> None:
+        self.read = read
+        self.columns = tuple(columns)
+        self.io = io or PyArrowFileIO()
+        self._table: Table | None = None
+        self._stream: _StreamSchema | None = None
+        # (snapshot id, scan?) -> (ordinal, snapshot, tasks) of the micro-batches in flight
+        self._planned: dict[tuple[int, bool], tuple[int, Snapshot, tuple[ChangeTask, ...]]] = {}
+        self._warned: set[Any] = set()
+        self.target: int | None = None  # AvailableNow: the snapshot to stop at
+        self.pinned = False
+
+    # -- the table -------------------------------------------------------------------------
+
+    def load(self) -> Table:
+        """The table at its newest metadata: the version hint, then the metadata file unless
+        it is the one already loaded (metadata files never change)."""
+        try:
+            location = find_metadata_location(self.read.location, self.io)
+            if self._table is not None and self._table.metadata_location == location:
+                return self._table
+            table = Table(location, read_metadata(location, self.io), self.io)
+        except TableNotFound as error:
+            raise TableNotFound(f"{error}: the table the stream reads has vanished; its "
+                                "checkpoint keeps the last committed offset, so restoring "
+                                "the table and restarting the query resumes there") from None
+        if self._stream is None:
+            self._stream = self._fix_schema(table)
+        self._table = table
+        return table
+
+    def _fix_schema(self, table: Table) -> _StreamSchema:
+        metadata = table.metadata
+        current = metadata.current_snapshot_id
+        feed = change_feed(table, from_snapshot_id=current, to_snapshot_id=current,
+                           **self.read.change_kwargs)
+        names = {f.name for f in feed.schema.fields}
+        columns = tuple(c for c in self.columns if c not in METADATA_COLUMNS)
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise StreamError(f"columns {', '.join(unknown)} of the stream's schema are not "
+                              f"columns of table {self.read.location} (it has "
+                              f"{', '.join(sorted(names))})")
+        return _StreamSchema(feed.schema, columns, feed.options, feed.appends_only,
+                             metadata.last_column_id, frozenset(metadata.snapshots))
+
+    @property
+    def stream(self) -> _StreamSchema:
+        if self._stream is None:
+            self.load()
+        assert self._stream is not None
+        return self._stream
+
+    def pin_target(self) -> None:
+        """Trigger.AvailableNow: stop at the newest snapshot there is now."""
+        self.target = self.load().metadata.current_snapshot_id
+        self.pinned = True
+
+    # -- where a stream starts ---------------------------------------------------------------
+
+    def initial_offset(self) -> StreamOffset:
+        metadata = self.load().metadata
+        read = self.read
+        current = metadata.current_snapshot
+        start: int | None
+        if read.start_snapshot_id is not None:
+            start = read.start_snapshot_id
+            if start not in metadata.snapshots:
+                raise SnapshotNotFound(f"start-snapshot-id {start} is not a snapshot of table "
+                                       f"{read.location} (expired or never committed)")
+        elif read.inclusive_start_snapshot_id is not None:
+            first = metadata.snapshot(read.inclusive_start_snapshot_id)
+            start = first.parent_id
+            if start is None:
+                return StreamOffset(None, complete=True)
+        elif read.start_timestamp_ms is not None:
+            lineage = metadata.ancestors(current.snapshot_id) if current else []
+            found = next((s for s in lineage if s.timestamp_ms <= read.start_timestamp_ms),
+                         None)
+            if found is None:
+                return StreamOffset(None, complete=True)
+            start = found.snapshot_id
+        elif current is None:
+            return StreamOffset(None, complete=True)
+        elif read.starting == "latest":
+            start = current.snapshot_id
+        else:  # earliest: the oldest retained ancestor's commit is the first read
+            oldest = metadata.ancestors(current.snapshot_id)[-1]
+            if oldest.parent_id is not None:
+                log.warning("table %s: the history before snapshot %s has expired; the stream "
+                            "starts with that snapshot's changes (starting-snapshot-as-inserts"
+                            "=true starts with its contents instead)", read.location,
+                            oldest.snapshot_id)
+            if read.snapshot_as_inserts:
+                return StreamOffset(oldest.snapshot_id, scan_all_files=True, ordinal=0)
+            return StreamOffset(oldest.snapshot_id, ordinal=0)
+        if read.snapshot_as_inserts and start is not None and start in metadata.snapshots:
+            return StreamOffset(start, scan_all_files=True, ordinal=0)
+        return StreamOffset(start, complete=True)
+
+    # -- how far a micro-batch goes ----------------------------------------------------------
+
+    def latest_offset(self, start: StreamOffset, budget: Budget = UNLIMITED) -> StreamOffset:
+        """The end of the next micro-batch from `start`: `start` itself if nothing is new."""
+        table = self.load()
+        metadata = table.metadata
+        target = self.target if self.pinned else metadata.current_snapshot_id
+        if target is None or (start.complete and start.snapshot_id == target):
+            return start
+        segments = self._segments(table, start, target)
+        end = start
+        if not start.complete and (not segments or segments[0].ordinal != start.ordinal):
+            end = dataclasses.replace(start, complete=True)  # its expired rest is skipped
+        spent = Cost()
+        admitted = False
+        for segment in segments:
+            tasks = self._tasks(table, segment)
+            if not segment.scan and not self._schema_ok(metadata, segment.snapshot, admitted):
+                break
+            remaining = tasks[segment.begin:]
+            cost = spent
+            for task in remaining:
+                cost += task_cost(task)
+            if budget.fits(cost):
+                spent = cost
+                admitted = admitted or bool(remaining)
+                end = StreamOffset(segment.snapshot.snapshot_id, len(tasks), True,
+                                   segment.scan, segment.ordinal)
+                continue
+            if admitted:
+                break  # keep the commit whole: it starts the next micro-batch
+            stop = segment.begin
+            while stop < len(tasks) and (stop == segment.begin
+                                         or budget.fits(spent + task_cost(tasks[stop]))):
+                spent += task_cost(tasks[stop])
+                stop += 1
+            end = StreamOffset(segment.snapshot.snapshot_id, stop, stop == len(tasks),
+                               segment.scan, segment.ordinal)
+            break
+        return end
+
+    def report_latest(self, last: StreamOffset | None) -> StreamOffset | None:
+        """The offset at the end of the newest snapshot, for progress reports."""
+        if last is None:
+            return None
+        table = self.load()
+        current = table.metadata.current_snapshot
+        if current is None or (last.complete and last.snapshot_id == current.snapshot_id):
+            return last
+        segments = self._segments(table, last, current.snapshot_id)
+        if not segments:
+            return last
+        final = segments[-1]
+        tasks = self._tasks(table, final)
+        return StreamOffset(current.snapshot_id, len(tasks), True, final.scan, final.ordinal)
+
+    # -- what a micro-batch reads ------------------------------------------------------------
+
+    def parts(self, start: StreamOffset, end: StreamOffset) -> list[CommitPart]:
+        """The commit parts of the micro-batch (start, end]: deterministic for the offsets."""
+        if start == end:
+            return []
+        table = self._table if self._knows(end) else self.load()
+        assert table is not None
+        segments = self._segments(table, start, end.snapshot_id, end_ordinal=end.ordinal)
+        parts = []
+        for segment in segments:
+            tasks = self._tasks(table, segment)
+            stop = len(tasks)
+            if segment.snapshot.snapshot_id == end.snapshot_id and not end.complete:
+                stop = end.position
+            snapshot = segment.snapshot
+            projection = self._projection(table.metadata, snapshot)
+            commit = ChangeCommit(segment.ordinal, snapshot.snapshot_id,
+                                  snapshot.sequence_number, snapshot.timestamp_ms,
+                                  "scan" if segment.scan else snapshot.operation)
+            chosen = tuple(dataclasses.replace(t, commit=commit)
+                           for t in tasks[segment.begin:stop])
+            if chosen:
+                parts.append(CommitPart(CommitChanges(commit, chosen), projection,
+                                        segment.begin, len(tasks)))
+        return parts
+
+    def forget(self, end: StreamOffset) -> None:
+        """Drop planned commits a committed offset is past."""
+        for key, (ordinal, _, _) in list(self._planned.items()):
+            if ordinal < end.ordinal or (ordinal == end.ordinal and end.complete):
+                del self._planned[key]
+
+    @property
+    def options(self) -> ChangeOptions:
+        return self.stream.options
+
+    def split_target(self) -> int:
+        """Bytes per partition: option `split-size`, else the table's
+        `read.split.target-size`, as Iceberg's reads."""
+        if self.read.split_size is not None:
+            return self.read.split_size
+        table = self._table or self.load()
+        value = table.metadata.properties.get("read.split.target-size", "")
+        return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_TARGET_SIZE
+
+    # -- walking the lineage -----------------------------------------------------------------
+
+    def _knows(self, offset: StreamOffset) -> bool:
+        return (self._table is not None and offset.snapshot_id is not None
+                and offset.snapshot_id in self._table.metadata.snapshots)
+
+    def _segments(self, table: Table, start: StreamOffset, target: int | None, *,
+                  end_ordinal: int | None = None) -> list[_Segment]:
+        """The snapshots from `start` to `target`, oldest first: `start`'s own when it is
+        unfinished, then every commit after it along `target`'s lineage."""
+        metadata = table.metadata
+        segments: list[_Segment] = []
+        if not start.complete and start.snapshot_id is not None:
+            cached = self._planned.get((start.snapshot_id, start.scan_all_files))
+            snapshot = (cached[1] if cached is not None
+                        else metadata.snapshots.get(start.snapshot_id))
+            if snapshot is not None:
+                segments.append(_Segment(snapshot, start.scan_all_files, start.ordinal,
+                                         start.position))
+            else:
+                self._expired_start(start)  # raises unless expired snapshots are skipped
+        if target is None or target == start.snapshot_id:
+            return segments
+        after = self._after(metadata, start.snapshot_id, target)
+        first = start.ordinal + 1
+        if end_ordinal is not None:
+            first = end_ordinal - len(after) + 1
+        segments.extend(_Segment(s, False, first + i, 0) for i, s in enumerate(after))
+        return segments
+
+    def _after(self, metadata: TableMetadata, start: int | None, target: int) -> list[Snapshot]:
+        """The commits after `start` up to and including `target`, oldest first."""
+        if target not in metadata.snapshots:
+            raise ExpiredSnapshots(f"snapshot {target} of table {self.read.location} has "
+                                   "expired before the stream read it")
+        chain = metadata.ancestors(target)
+        commits: list[Snapshot] = []
+        for snapshot in chain:
+            if snapshot.snapshot_id == start:
+                break
+            commits.append(snapshot)
+        else:
+            oldest = chain[-1]
+            if start is not None and start in metadata.snapshots:
+                raise InvalidRange(f"table {self.read.location}: the stream's snapshot {start} "
+                                   f"is not an ancestor of snapshot {target} (was the table "
+                                   "rolled back?); start a new checkpoint to follow the new "
+                                   "history")
+            if oldest.parent_id is not None and oldest.parent_id != start:
+                since = "the table's first snapshot" if start is None else f"snapshot {start}"
+                message = (f"table {self.read.location}: the snapshots after {since} up to "
+                           f"{oldest.parent_id} have expired before the stream read them")
+                if not self.read.skip_expired:
+                    raise ExpiredSnapshots(f"{message}; set skip-expired-snapshots=true to "
+                                           f"skip them and go on from snapshot "
+                                           f"{oldest.snapshot_id}")
+                self._warn(("expired", start, oldest.parent_id),
+                           f"{message}; skipping them (skip-expired-snapshots=true)")
+            elif start is not None and oldest.parent_id is None:
+                raise InvalidRange(f"table {self.read.location}: the stream's snapshot {start} "
+                                   f"is not an ancestor of snapshot {target}")
+        commits.reverse()
+        return commits
+
+    def _expired_start(self, start: StreamOffset) -> None:
+        message = (f"table {self.read.location}: snapshot {start.snapshot_id} expired before "
+                   f"the stream finished reading it ({start.position} of its tasks read)")
+        if not self.read.skip_expired:
+            raise ExpiredSnapshots(f"{message}; set skip-expired-snapshots=true to skip the "
+                                   "rest of it")
+        self._warn(("expired", start.snapshot_id), f"{message}; skipping the rest of it")
+
+    def _tasks(self, table: Table, segment: _Segment) -> tuple[ChangeTask, ...]:
+        """The snapshot's change tasks (or scan tasks), planned once and cached."""
+        snapshot = segment.snapshot
+        key = (snapshot.snapshot_id, segment.scan)
+        cached = self._planned.get(key)
+        if cached is not None:
+            return cached[2]
+        commit = ChangeCommit(segment.ordinal, snapshot.snapshot_id, snapshot.sequence_number,
+                              snapshot.timestamp_ms, "scan" if segment.scan else
+                              snapshot.operation)
+        if segment.scan:
+            scan = TableScan(table, snapshot_id=snapshot.snapshot_id)
+            files = sorted(scan.plan_files(), key=lambda t: t.data_file.file_path)
+            tasks: tuple[ChangeTask, ...] = tuple(
+                AddedRowsTask(commit, t.data_file, t.sequence_number, t.deletes) for t in files)
+        else:
+            planner = IncrementalPlanner(table)
+            tasks = planner.plan_commit(snapshot, segment.ordinal,
+                                        appends_only=self.stream.appends_only).tasks
+        self._planned[key] = (segment.ordinal, snapshot, tasks)
+        return tasks
+
+    # -- schemas -----------------------------------------------------------------------------
+
+    def _commit_schema(self, metadata: TableMetadata, snapshot: Snapshot) -> Schema:
+        schema = metadata.schema_for(snapshot)
+        if metadata.format_version >= 3 and not any(f.field_id in LINEAGE_IDS
+                                                    for f in schema.fields):
+            schema = Schema(schema.fields + LINEAGE_FIELDS, schema.schema_id,
+                            schema.identifier_field_ids)
+        return schema
+
+    def _projection(self, metadata: TableMetadata, snapshot: Snapshot) -> Schema:
+        """The schema to reconstruct a commit in: the commit's own columns (whole rows, so
+        carry-over removal and pairing see every column), named as the stream names them,
+        plus stream columns the commit's schema lacks (read as null)."""
+        stream = self.stream.schema
+        own = self._commit_schema(metadata, snapshot)
+        by_id = {f.field_id: f for f in stream.fields}
+        taken = {f.name for f in stream.fields}
+        fields = []
+        for f in own.fields:
+            if f.field_id in by_id:
+                fields.append(dataclasses.replace(f, name=by_id[f.field_id].name))
+            elif f.name in taken:  # a column re-added under a stream column's name
+                fields.append(dataclasses.replace(f, name=f"_{f.name}_{f.field_id}"))
+            else:
+                fields.append(f)
+        present = {f.field_id for f in own.fields}
+        fields.extend(dataclasses.replace(f, required=False) for f in stream.fields
+                      if f.field_id not in present)
+        return Schema(tuple(fields), own.schema_id, stream.identifier_field_ids)
+
+    def _schema_ok(self, metadata: TableMetadata, snapshot: Snapshot, admitted: bool) -> bool:
+        """Check a commit's schema against the stream's; False: end the batch before it."""
+        stream = self.stream
+        if snapshot.snapshot_id in stream.known:
+            return True  # committed before the stream started: its schema is history
+        own = self._commit_schema(metadata, snapshot)
+        if own.schema_id == stream.schema.schema_id:
+            return True
+        wanted = {f.field_id: f for f in stream.schema.fields if f.name in stream.columns}
+        added = [f.name for f in own.fields
+                 if f.field_id > stream.last_column_id and f.field_id not in LINEAGE_IDS]
+        present = {f.field_id: f for f in own.fields}
+        dropped = [f.name for i, f in wanted.items() if i not in present]
+        retyped = [f.name for i, f in wanted.items()
+                   if i in present and present[i].type != f.type]
+        if not (added or dropped or retyped):
+            return True
+        what = "; ".join(part for part in (
+            f"columns added: {', '.join(added)}" if added else "",
+            f"columns dropped: {', '.join(dropped)}" if dropped else "",
+            f"columns changing type: {', '.join(retyped)}" if retyped else "") if part)
+        where = (f"table {self.read.location} changed its schema at snapshot "
+                 f"{snapshot.snapshot_id} ({what})")
+        if self.read.schema_change == "fail":
+            if admitted:
+                return False  # deliver what came before the change first
+            raise SchemaChanged(
+                f"{where}, and the stream's schema is fixed when it starts "
+                "(schema-change=fail): restart the query to read the new schema (its "
+                f"checkpoint resumes at snapshot {snapshot.snapshot_id}), or set "
+                "schema-change=project to project new columns away")
+        self._warn(("schema", own.schema_id),
+                   f"{where}; the stream keeps the schema it started with: new columns are "
+                   "projected away, dropped ones read as null, retyped ones are cast "
+                   "(restart the query to read the new schema)")
+        return True
+
+    def _warn(self, key: Any, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", message)

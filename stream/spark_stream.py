@@ -1,0 +1,220 @@
+"""`spark.readStream.format("meltwater")`: a table's change feed as a Spark stream.
+
+The reader is a thin adapter of `meltwater.stream.offsets.ChangeStream` onto PySpark's
+streaming Python data source API (Spark >= 4.2):
+
+- `initialOffset()` / `latestOffset(start, limit)` / `partitions(start, end)` /
+  `commit(end)` run in one long-lived Python process on the driver, which keeps the
+  planned commits of the micro-batches in flight;
+- `read(partition)` runs on executors: a partition carries its commit parts (plain,
+  picklable change tasks and the schema to read them in) and the change options, opens its
+  own FileIO and yields Arrow record batches in the stream's schema.
+
+Admission control: `getDefaultReadLimit()` is the limit the options imply
+(`streaming-max-files-per-micro-batch` / `maxFilesPerTrigger` -> `ReadMaxFiles`,
+`streaming-max-rows-per-micro-batch` -> `ReadMaxRows`,
+`streaming-max-bytes-per-micro-batch` / `maxBytesPerTrigger` -> `ReadMaxBytes`, else
+`ReadAllAvailable`); when several are set the first is the one Spark sees and all of them
+apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' limits.
+`prepareForTriggerAvailableNow()` pins the table's newest snapshot, so
+`trigger(availableNow=True)` reads everything committed before the query started, in as
+many micro-batches as the limits make, and ends.
+
+Example::
+
+    query = (spark.readStream.format("meltwater")
+             .option("streaming-max-files-per-micro-batch", 100)
+             .load("/warehouse/db/orders")
+             .writeStream.format("parquet").option("checkpointLocation", "/chk/orders")
+             .trigger(availableNow=True).start("/archive/orders_changes"))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from meltwater.stream.change_feed import METADATA_COLUMNS
+from meltwater.stream.offsets import (
+    UNLIMITED,
+    Budget,
+    ChangeStream,
+    CommitPart,
+    StreamError,
+    StreamOffset,
+    pack_parts,
+)
+from meltwater.stream.reconstruction import ChangeOptions
+from meltwater.stream.spark_options import stream_read
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChangePartition(InputPartition):
+    """Commit parts one Spark task reads, in order, with the stream's change options."""
+
+    parts: tuple[CommitPart, ...]
+    options: ChangeOptions
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects `read()`'s record batches in."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _has_nanos(type_: pa.DataType) -> bool:
+    if pa.types.is_timestamp(type_) or pa.types.is_time(type_):
+        return type_.unit == "ns"
+    return any(_has_nanos(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A change batch in the stream's columns, order and types (names matched).
+
+    Casts are safe, except that nanosecond timestamps truncate to Spark's microseconds (as
+    in batch reads): a value that does not fit the stream's type, e.g. of a column widened
+    from int to long after the stream started, fails the micro-batch naming the column.
+    """
+    batch = batch.select(schema.names)
+    if batch.schema.equals(schema):
+        return batch
+    columns = []
+    for column, target in zip(batch.columns, schema, strict=True):
+        if column.type == target.type:
+            columns.append(column)
+            continue
+        try:
+            columns.append(column.cast(target.type, safe=not _has_nanos(column.type)))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            raise StreamError(
+                f"column {target.name}: values of type {column.type} do not fit the "
+                f"stream's type {target.type} ({error}); the table's schema changed after "
+                "the stream started: restart the query to read the new schema") from None
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The change feed of the table in `options`, in the Spark schema `schema`."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = dict(options)
+        self.schema = schema
+        self.read_options = stream_read(self.options)  # fail early on a bad option
+        if not set(schema.fieldNames()) & set(METADATA_COLUMNS):
+            raise StreamError(
+                "the stream's schema has no change metadata columns (_change_type, ...): "
+                "Spark asked the source for a schema without telling it the read is a "
+                "stream; add a streaming option (e.g. .option('starting', 'earliest')) or "
+                "pass .schema(change_schema_for(options)) to readStream")
+        self._stream: ChangeStream | None = None  # driver state, created on first use
+        self._last: StreamOffset | None = None
+        self._arrow: pa.Schema | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the reader into the read function sent to executors: send the
+        # options and schema, never the driver's planning state.
+        state = dict(self.__dict__)
+        state["_stream"] = None
+        state["_last"] = None
+        state["_arrow"] = None
+        return state
+
+    @property
+    def stream(self) -> ChangeStream:
+        if self._stream is None:
+            self._stream = ChangeStream(self.read_options, self.schema.fieldNames())
+        return self._stream
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        offset = self.stream.initial_offset()
+        self._last = offset
+        return offset.to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        read = self.read_options
+        if read.max_files is not None:
+            return ReadMaxFiles(read.max_files)
+        if read.max_rows is not None:
+            return ReadMaxRows(read.max_rows)
+        if read.max_bytes is not None:
+            return ReadMaxBytes(read.max_bytes)
+        return ReadAllAvailable()
+
+    def budget(self, limit: ReadLimit | None) -> Budget:
+        """The limits of a micro-batch: Spark's `limit` and the options' other limits."""
+        if limit is None or isinstance(limit, ReadAllAvailable):
+            return UNLIMITED
+        read = self.read_options
+        files, rows, size = read.max_files, read.max_rows, read.max_bytes
+        if isinstance(limit, ReadMaxFiles):
+            files = limit.max_files
+        elif isinstance(limit, ReadMaxRows):
+            rows = limit.max_rows
+        elif isinstance(limit, ReadMaxBytes):
+            size = limit.max_bytes
+        else:  # ReadMinRows and future limits: waiting for more data is not supported
+            log.warning("read limit %r is not supported; reading what the options allow",
+                        limit)
+        return Budget(files, rows, size)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        end = self.stream.latest_offset(StreamOffset.from_json(start), self.budget(limit))
+        self._last = end
+        return end.to_json()
+
+    def reportLatestOffset(self) -> dict | None:
+        latest = self.stream.report_latest(self._last)
+        return None if latest is None else latest.to_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.stream.pin_target()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        stream = self.stream
+        parts = stream.parts(StreamOffset.from_json(start), StreamOffset.from_json(end))
+        groups = pack_parts(parts, stream.split_target())
+        return [ChangePartition(tuple(group), stream.options) for group in groups]
+
+    def commit(self, end: dict) -> None:
+        if self._stream is not None:
+            self._stream.forget(StreamOffset.from_json(end))
+
+    def stop(self) -> None:
+        self._stream = None
+
+    # -- executors ---------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from meltwater.planner.fileio import PyArrowFileIO
+        from meltwater.stream.deletes import DeleteLoader
+        from meltwater.stream.reconstruction import reconstruct
+
+        assert isinstance(partition, ChangePartition), partition
+        if self._arrow is None:
+            self._arrow = arrow_schema(self.schema)
+        io = PyArrowFileIO()
+        loader = DeleteLoader(io)
+        for part in partition.parts:
+            for batch in reconstruct(part.changes, part.projection, io,
+                                     options=partition.options, deletes=loader):
+                if batch.num_rows:
+                    yield conform(batch, self._arrow)
