@@ -56,10 +56,17 @@ class BenchTables:
         return self.home / "warehouse"
 
 
-def generator_version(sizes: Sizes, env: WriterEnv) -> str:
+# The writer scripts the scan tables depend on (their cache key). Other benchmarks' writer
+# scripts (changes_tables.py, java_diff.py) are left out so they never regenerate these.
+SCAN_SOURCES = ("java_read.py", "make_tables.py", "spark.py")
+
+
+def generator_version(sizes: object, env: WriterEnv,
+                      sources: tuple[str, ...] = SCAN_SOURCES) -> str:
     """Changes with the writer scripts, the writer environment and the sizes, nothing else."""
     digest = hashlib.sha256(f"{sizes}|{env.python}".encode())
-    for source in sorted(WRITER_DIR.glob("*.py")):
+    for name in sorted(sources):
+        source = WRITER_DIR / name
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()[:12]
@@ -77,31 +84,68 @@ def ensure_tables(sizes: Sizes, log: Callable[[str], None] = print) -> BenchTabl
     """Return the bench tables, generating them first if this version has none (minutes)."""
     env = ensure_writer_env(log)
     home = cache_root() / f"bench-tables-{generator_version(sizes, env)}"
+    command = [str(env.python), str(WRITER_DIR / "make_tables.py"), "--out", str(home),
+               "--jars", env.spark_jars(), "--rows", str(sizes.rows), "--files",
+               str(sizes.files), "--manifests", str(sizes.manifests)]
+    ensure_generated(home, env, command, "bench tables", log)
+    record = json.loads((home / "tables.json").read_text())
+    return BenchTables(home, env, record["scan_mor"], record["plan_many_manifests"])
+
+
+def ensure_generated(home: Path, env: WriterEnv, command: list[str], what: str,
+                     log: Callable[[str], None] = print) -> None:
+    """Run a writer-venv generator into `home` once: a lock shares one generation between
+    concurrent runs, and `READY`, written last, tells a complete set from an interrupted one."""
     if not (home / "READY").exists():
         home.parent.mkdir(parents=True, exist_ok=True)
         with open(home.parent / f"{home.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one generator at a time; the others wait
             if not (home / "READY").exists():
-                _generate(home, env, sizes, log)
-    record = json.loads((home / "tables.json").read_text())
-    return BenchTables(home, env, record["scan_mor"], record["plan_many_manifests"])
+                _generate(home, env, command, what, log)
 
 
-def _generate(home: Path, env: WriterEnv, sizes: Sizes, log: Callable[[str], None]) -> None:
+def _generate(home: Path, env: WriterEnv, command: list[str], what: str,
+              log: Callable[[str], None]) -> None:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    log(f"generating the bench tables in {home} (once per generator version) ...")
+    log(f"generating the {what} in {home} (once per generator version) ...")
     started = time.monotonic()
-    result = subprocess.run(
-        [str(env.python), str(WRITER_DIR / "make_tables.py"), "--out", str(home),
-         "--jars", env.spark_jars(), "--rows", str(sizes.rows), "--files", str(sizes.files),
-         "--manifests", str(sizes.manifests)],
-        env=writer_child_env(env), capture_output=True, text=True,
-    )
+    result = subprocess.run(command, env=writer_child_env(env), capture_output=True, text=True)
     (home / "generate.log").write_text(result.stdout + result.stderr)
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-25:])
-        raise WriterEnvError(f"bench table generation failed; log in {home}/generate.log\n{tail}")
+        raise WriterEnvError(f"{what} generation failed; log in {home}/generate.log\n{tail}")
     log(result.stdout.strip())
-    log(f"bench tables generated in {time.monotonic() - started:.0f}s")
+    log(f"{what} generated in {time.monotonic() - started:.0f}s")
     (home / "READY").write_text("ok\n")
+
+
+# -- the change benchmark's tables (bench/changes.py) --------------------------------------
+
+CHANGE_SOURCES = ("changes_tables.py", "make_tables.py", "spark.py")
+
+
+@dataclass(frozen=True)
+class ChangeSizes:
+    """One change table: rows in id order over `files` data files, then an UPDATE of the
+    ids below `updated`; part of the cache key."""
+
+    rows: int
+    files: int
+    updated: int
+
+
+def ensure_change_table(sizes: ChangeSizes, log: Callable[[str], None] = print,
+                        ) -> tuple[WriterEnv, dict[str, Any]]:
+    """The writer environment and writer/changes_tables.py's record of the table, generating
+    it first if this version and size has none. Each size has its own cache directory, so
+    the 1x table is shared by runs with different scales."""
+    env = ensure_writer_env(log)
+    version = generator_version(sizes, env, CHANGE_SOURCES)
+    home = cache_root() / f"bench-changes-{version}"
+    command = [str(env.python), str(WRITER_DIR / "changes_tables.py"), "--out", str(home),
+               "--jars", env.spark_jars(), "--rows", str(sizes.rows), "--files",
+               str(sizes.files), "--updated", str(sizes.updated)]
+    ensure_generated(home, env, command, f"change table of {sizes.rows:,} rows", log)
+    record = json.loads((home / "tables.json").read_text())["changes_mor"]
+    return env, {**record, "home": str(home)}
