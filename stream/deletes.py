@@ -33,10 +33,11 @@ the high 32 bits, followed by a portable 32-bit Roaring bitmap): exactly what CR
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -175,6 +176,7 @@ class DeleteLoader:
         self._cached_bytes = 0
         self._lock = threading.Lock()
         self._loading: dict[Any, threading.Lock] = {}
+        self._preloading: dict[str, threading.Event] = {}  # set once preloaded (or given up)
         self.reads = 0  # delete file reads, for tests and stats
 
     # -- cache ---------------------------------------------------------------------------
@@ -224,18 +226,28 @@ class DeleteLoader:
                 return pa.array([], pa.int64())
             key = ("dv", file.file_path, file.content_offset)
             return self._cached(key, lambda: _sized(read_deletion_vector(self.io, file)))
+        pending = self._preloading.get(file.file_path)
+        if pending is not None:
+            pending.wait()  # a background preload is reading it: use that read
         by_path = self._cached(("pos", file.file_path),
                                lambda: _sized_dict(read_position_deletes(self.io, file)))
         found = by_path.get(data_file_path)
         return found if found is not None else pa.array([], pa.int64())
 
-    def preload_positions(self, files: Sequence[DataFile]) -> None:
+    def preload_positions(self, files: Sequence[DataFile], *, background: bool = False
+                          ) -> None:
         """Read many Parquet position delete files in one multi-threaded Arrow scan.
 
         A scan applies hundreds of small delete files; opening each from Python costs more
         than its contents, and serializes threads on the GIL. Files that cannot be bulk
         read this way (other formats, other filesystems, too many rows) are left to the
         per-file path, which reads them on first use.
+
+        With `background`, the scan runs on a thread of its own and this returns at once:
+        files are read in the order given and each is cached as soon as it is read, and
+        `positions` of a file still being preloaded waits for it instead of reading it a
+        second time. Given in the order the data files will be read, the deletes then keep
+        ahead of the data and their read overlaps with it.
         """
         wanted: dict[str, DataFile] = {}
         for file in files:
@@ -244,7 +256,33 @@ class DeleteLoader:
                 wanted.setdefault(file.file_path, file)
         if len(wanted) < 2 or sum(f.record_count for f in wanted.values()) > _PRELOAD_ROWS:
             return
-        for location, positions in _bulk_position_deletes(self.io, list(wanted)).items():
+        if not background:
+            self._preload(list(wanted))
+            return
+        pending = {location: threading.Event() for location in wanted}
+        with self._lock:
+            for location, event in pending.items():
+                self._preloading.setdefault(location, event)
+
+        def run() -> None:
+            try:
+                # Any failure leaves files uncached: the per-file path reads them on first
+                # use and reports the problem with the file's name.
+                with contextlib.suppress(Exception):
+                    self._preload(list(wanted), pending)
+            finally:
+                with self._lock:
+                    for location, event in pending.items():
+                        if self._preloading.get(location) is event:
+                            del self._preloading[location]
+                for event in pending.values():
+                    event.set()
+
+        threading.Thread(target=run, daemon=True, name="meltwater-preload-deletes").start()
+
+    def _preload(self, locations: list[str],
+                 pending: dict[str, threading.Event] | None = None) -> None:
+        for location, positions in _bulk_position_deletes(self.io, locations):
             with self._lock:
                 key = ("pos", location)
                 if key not in self._cache:
@@ -252,6 +290,8 @@ class DeleteLoader:
                     self._cache[key] = (value, size)
                     self._cached_bytes += size
                     self.reads += 1
+            if pending is not None and location in pending:
+                pending[location].set()
 
     # -- equality ------------------------------------------------------------------------
 
@@ -355,52 +395,59 @@ def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
             for i, path in enumerate(grouped.column("path").to_pylist())}
 
 
-def _bulk_position_deletes(io: FileIO, locations: list[str]) -> dict[str, dict[str, pa.Array]]:
-    """Position delete files read together: delete file -> data file -> sorted positions.
+def _bulk_position_deletes(io: FileIO, locations: list[str]
+                           ) -> Iterator[tuple[str, dict[str, pa.Array]]]:
+    """Position delete files read together: (delete file, data file -> sorted positions),
+    file by file in the order given, each as soon as the scan has read it.
 
     One Arrow dataset scan reads every file on Arrow's own threads, with no Python per file;
-    `scan_batches` tags each batch with its file and keeps each file's batches in order.
-    Returns only the files it could read whole and check (columns by the spec's reserved
-    field ids, no nulls, sorted as the spec requires); anything else is left to the
-    per-file reader, which reports errors with the file's name.
+    `scan_batches` tags each batch with its file and yields each file's batches in order,
+    one file after the other. Yields only the files it could read whole and check (columns
+    by the spec's reserved field ids, no nulls, sorted as the spec requires); anything else
+    is left to the per-file reader, which reports errors with the file's name.
     """
     import pyarrow.dataset as ds
 
     resolve = getattr(io, "resolve", None)
-    if resolve is None:
-        return {}
+    if resolve is None or not locations:
+        return
     resolved = [resolve(location) for location in locations]
     filesystem = resolved[0][0]
     if any(fs is not filesystem for fs, _ in resolved):
-        return {}
+        return
     back = {path: location for (_, path), location in zip(resolved, locations, strict=True)}
-    by_file: dict[str, list[pa.RecordBatch]] = {}
-    rejected: set[str] = set()
+
+    def finish(path: str, batches: list[pa.RecordBatch]) -> dict[str, pa.Array] | None:
+        if not batches or path not in back:
+            return None
+        table = pa.Table.from_batches(batches)
+        paths, positions = table.column("file_path"), table.column("pos")
+        if paths.null_count or positions.null_count:
+            return None
+        return _split_sorted_runs(paths.combine_chunks(), positions.combine_chunks())
+
     try:
         dataset = ds.dataset([path for _, path in resolved], format="parquet",
                              filesystem=filesystem)
         if "file_path" not in dataset.schema.names or "pos" not in dataset.schema.names:
-            return {}
-        for tagged in dataset.scanner(columns=["file_path", "pos"]).scan_batches():
+            return
+        scan = dataset.scanner(columns=["file_path", "pos"]).scan_batches()
+        current: str | None = None
+        batches: list[pa.RecordBatch] = []
+        for tagged in scan:
             path = tagged.fragment.path
-            if path in rejected:
-                continue
-            if path not in by_file and not _reserved_ids(tagged.fragment.physical_schema):
-                rejected.add(path)
-                continue
-            by_file.setdefault(path, []).append(tagged.record_batch)
+            if path != current:
+                if current is not None and (found := finish(current, batches)) is not None:
+                    yield back[current], found
+                current = path
+                ok = _reserved_ids(tagged.fragment.physical_schema)
+                batches = []
+            if ok:
+                batches.append(tagged.record_batch)
+        if current is not None and (found := finish(current, batches)) is not None:
+            yield back[current], found
     except (OSError, pa.ArrowException):
-        return {}
-    result: dict[str, dict[str, pa.Array]] = {}
-    for path, batches in by_file.items():
-        table = pa.Table.from_batches(batches)
-        paths, positions = table.column("file_path"), table.column("pos")
-        if paths.null_count or positions.null_count or path not in back:
-            continue
-        split = _split_sorted_runs(paths.combine_chunks(), positions.combine_chunks())
-        if split is not None:
-            result[back[path]] = split
-    return result
+        return
 
 
 def _reserved_ids(schema: pa.Schema) -> bool:

@@ -18,13 +18,14 @@ import pyarrow as pa
 
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.fileio import FileIO
+from meltwater.planner.files import DataFile
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.scan import TableScan
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
 from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.bulk_scan import partition, read_group
+from meltwater.stream.bulk_scan import BulkGroup, partition, read_group
 from meltwater.stream.deletes import DeleteLoader
 from meltwater.stream.reader import read_task
 
@@ -55,8 +56,9 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
     names = [f.name for f in projection.fields]
     tasks = list(tasks)
     deletes = DeleteLoader(io)
-    deletes.preload_positions([d.file for task in tasks for d in task.deletes if d.is_position])
-    groups, rest = partition(tasks, read_schema, io) if bulk else ([], tasks)
+    position_files = [d.file for task in tasks for d in task.deletes if d.is_position]
+    groups, rest = _partition_while_preloading(deletes, position_files, tasks, read_schema, io,
+                                               bulk)
     jobs: list[Callable[[], Iterator[pa.RecordBatch]]] = [
         functools.partial(read_group, group, read_schema, io, deletes, batch_size=batch_size)
         for group in groups]
@@ -113,6 +115,23 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
             except queue.Empty:
                 if not any(w.is_alive() for w in workers):
                     break
+
+
+def _partition_while_preloading(deletes: DeleteLoader, position_files: list[DataFile],
+                                tasks: list[FileScanTask], read_schema: Schema, io: FileIO,
+                                bulk: bool) -> tuple[list[BulkGroup], list[FileScanTask]]:
+    """Start bulk-reading the position delete files, then read the data files' footers.
+
+    For the bulk path the deletes are read in the background, in task order, each cached as
+    soon as it is read: they overlap with the footers and with the data scan, and a batch
+    only waits for its own file's deletes (measured faster than finishing the preload
+    before scanning, which adds the whole delete read to the time to the first batch).
+    """
+    if not bulk:
+        deletes.preload_positions(position_files)
+        return [], tasks
+    deletes.preload_positions(position_files, background=True)
+    return partition(tasks, read_schema, io)
 
 
 @dataclass

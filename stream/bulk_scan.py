@@ -1,0 +1,366 @@
+"""The full-scan fast path: many Parquet tasks read by one Arrow dataset scan.
+
+`read_task` reads one file at a time from Python: it opens the file, reads its footer,
+iterates its batches and masks them, all under the GIL. For a table of hundreds of small
+files that per-task Python work, not decoding, sets the pace (two reader threads measured
+no faster than one). Here the tasks whose files can be read alike become fragments of one
+`pyarrow.dataset` scan, so Arrow's C++ threads open, read ahead and decode the files while
+Python only masks the batches that come out.
+
+What makes it exact, and what sends a task back to `read_task`:
+
+- **Same mapping.** Each file's footer is read once (`physical_schema`) and its columns are
+  matched to the projection by field id with `FileProjection`, exactly as `read_task` does.
+  Tasks are grouped by the file fields they need (names, types and field ids, nested ones
+  included), so one dataset schema fits every fragment of a group and Arrow never matches a
+  column by name where the ids would disagree. When those fields *are* the projection's
+  (same names, types and ids) the batches are used as they come; otherwise
+  `FileProjection.project` reshapes them (renames, added and promoted columns).
+- **Row positions.** Position deletes count from the file's first row. `scan_batches`
+  tags each batch with its fragment and yields every fragment's batches in order, one
+  fragment after the other, so a running count per fragment gives each batch's first file
+  position. A split task becomes one fragment per contiguous run of the row groups whose
+  first byte lies in its range (as `ParquetSource.batches` selects them), starting at the
+  summed row counts of the row groups before it.
+- **Deletes and residual.** Position deletes and deletion vectors are applied with
+  `DeleteLoader.deletion_mask(...).keep`, the residual with `to_arrow_filter`, as in
+  `read_task`. Tasks with equality deletes stay on the per-task path, which owns the
+  equality key matching (see the module's report for the hook that would bring them here).
+- **Fallback.** Other formats, files on a `FileIO` without `resolve` (a filesystem Arrow
+  can open), footers that cannot be read, duplicate top-level names: the per-task path,
+  which also names the file in its errors. If the Arrow scan fails midway, the tasks not yet
+  started are handed to `read_task`, so a broken file still raises its typed one-line error.
+
+Memory stays bounded by the scanner's readahead (`fragment_readahead` files,
+`batch_readahead` batches each); nothing is materialized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, Expression, predicates
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.tasks import FileScanTask
+from meltwater.planner.types import NestedField, Schema
+from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
+from meltwater.stream.arrow_schema import field_id, to_arrow_type
+from meltwater.stream.deletes import DeleteLoader, DeletionMask
+from meltwater.stream.errors import UnreadableFile
+from meltwater.stream.reader import FileProjection, FileSource, read_task
+
+FRAGMENT_READAHEAD = 8  # files Arrow opens and decodes ahead of the consumer
+BATCH_READAHEAD = 4  # batches per file read ahead: at most 8 x 4 batches in flight
+
+
+@dataclass
+class _Piece:
+    """One fragment of one task: a whole file, or a contiguous run of its row groups."""
+
+    task: int  # index into the group's tasks
+    fragment: Any  # pyarrow.dataset.ParquetFileFragment
+    key: tuple[str, int]  # (path as the scan reports it, first row group id)
+    first: int  # file position of the fragment's first row
+
+
+@dataclass
+class _TaskState:
+    """What a task needs to turn its raw batches into output, resolved on first use."""
+
+    plan: FileProjection
+    mask: DeletionMask | None
+    row_filter: Any  # pyarrow.compute.Expression | None
+
+
+@dataclass
+class BulkGroup:
+    """Tasks whose files share the fields a scan needs: one Arrow dataset scan."""
+
+    filesystem: Any
+    schema: pa.Schema  # the dataset schema: the needed file fields, ids in field metadata
+    direct: bool  # those fields are the projection's (names, types, ids): no reshaping
+    tasks: list[FileScanTask] = field(default_factory=list)
+    plans: list[FileProjection] = field(default_factory=list)
+    pieces: list[_Piece] = field(default_factory=list)
+
+
+class _SchemaSource(FileSource):
+    """A file known by its footer's schema only, for building a `FileProjection` without
+    opening the file again from Python (Arrow's scan reads it)."""
+
+    def __init__(self, path: str, schema: pa.Schema) -> None:
+        self.path = path
+        self.schema = schema
+
+
+def _filter_types(residual: Expression) -> dict[int, Any]:
+    """Field id -> Iceberg type of every column the residual reads (as `read_task`)."""
+    return {p.field_id: p.type for p in predicates(residual) if isinstance(p, BoundPredicate)}
+
+
+def _extras(projection: Schema, residual: Expression) -> dict[int, pa.DataType | None]:
+    """Columns read only for the residual, as `read_task` asks `FileProjection` for them."""
+    in_projection = field_paths(projection)
+    return {fid: to_arrow_type(type_) for fid, type_ in _filter_types(residual).items()
+            if fid not in in_projection}
+
+
+def _row_filter(residual: Expression, projection: Schema, plan: FileProjection) -> Any:
+    """The residual as an Arrow expression over the projected batch, as `read_task` builds
+    it (extras are named `__meltwater_<id>`)."""
+    if isinstance(residual, AlwaysTrue):
+        return None
+    types = _filter_types(residual)
+    schema = Schema(projection.fields + tuple(
+        NestedField(e.field_id, e.name, types[e.field_id])
+        for e in plan.extras if e.field_id in types))
+    return to_arrow_filter(residual, schema)
+
+
+def _same_fields(a: pa.Field, b: pa.Field) -> bool:
+    """Same name, type (nullability of children included) and field ids all the way down:
+    a file column that can be output as a projection column unchanged."""
+    if a.name != b.name or field_id(a) != field_id(b) or not a.type.equals(b.type):
+        return False
+    return all(_same_fields(a.type.field(i), b.type.field(i))
+               for i in range(a.type.num_fields))
+
+
+def _is_direct(plan: FileProjection, physical: pa.Schema) -> bool:
+    """Whether the projection is exactly some of the file's top-level fields."""
+    if plan.extras or any(index is None for index in plan.sources):
+        return False
+    return all(_same_fields(physical.field(index), target)
+               for index, target in zip(plan.sources, plan.target, strict=True))
+
+
+def _field_key(f: pa.Field) -> tuple[Any, ...]:
+    """A hashable identity of a field: name, type, nullability and field ids, nested."""
+    return (f.name, str(f.type), f.nullable, field_id(f),
+            tuple(_field_key(f.type.field(i)) for i in range(f.type.num_fields)))
+
+
+def _row_group_runs(fragment: Any, start: int, length: int | None
+                    ) -> list[tuple[int, list[int]]] | None:
+    """For a split: contiguous runs of the row groups whose first byte lies in
+    [start, start + length), each with the file position of its first row. None for a
+    whole file. As `ParquetSource.batches` selects row groups."""
+    if length is None:
+        return None
+    from meltwater.stream.reader import _row_group_offset  # the split-offset rule, shared
+
+    metadata = fragment.metadata
+    runs: list[tuple[int, list[int]]] = []
+    position = 0
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if start <= _row_group_offset(group) < start + length:
+            if runs and runs[-1][1][-1] == index - 1:
+                runs[-1][1].append(index)
+            else:
+                runs.append((position, [index]))
+        position += group.num_rows
+    return runs
+
+
+def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
+              ) -> tuple[list[BulkGroup], list[FileScanTask]]:
+    """Split tasks into groups the Arrow scan can read and the rest, for `read_task`.
+
+    Reads each Parquet footer once (Arrow caches it in the fragment for the scan).
+    """
+    resolve = getattr(io, "resolve", None)
+    if resolve is None or not projection.fields:
+        return [], list(tasks)
+    import pyarrow.dataset as ds
+
+    from meltwater.stream.reader import _without_extensions  # as ParquetSource sees a file
+
+    file_format = ds.ParquetFileFormat()
+    groups: dict[tuple[Any, ...], BulkGroup] = {}
+    plans: dict[tuple[Any, ...], tuple[FileProjection, list[int], bool]] = {}
+    seen: set[tuple[str, int]] = set()
+    rest: list[FileScanTask] = []
+    for task in tasks:
+        data_file = task.data_file
+        if data_file.file_format.upper() != "PARQUET" or any(d.is_equality
+                                                              for d in task.deletes):
+            rest.append(task)
+            continue
+        try:
+            filesystem, path = resolve(data_file.file_path)
+            whole = file_format.make_fragment(path, filesystem)
+            physical = whole.physical_schema
+            runs = _row_group_runs(whole, task.start, task.length)
+        except (OSError, pa.ArrowException, ValueError):
+            rest.append(task)  # the per-task path reports it, naming the file
+            continue
+        names = physical.names
+        if len(set(names)) != len(names):
+            rest.append(task)
+            continue
+        extras = _extras(projection, task.residual)
+        plan_key = (physical.remove_metadata().serialize().to_pybytes(),
+                    tuple(sorted((fid, str(t)) for fid, t in extras.items())))
+        if plan_key not in plans:
+            plan = FileProjection(_SchemaSource(data_file.file_path,
+                                                _without_extensions(physical)),
+                                  projection, extras)
+            columns = sorted(plan.selection)
+            plans[plan_key] = (plan, columns, _is_direct(plan, physical))
+        plan, columns, direct = plans[plan_key]
+        if not columns:
+            rest.append(task)
+            continue
+        if direct:  # scan the columns in projection order, to use them as they come
+            columns = [index for index in plan.sources if index is not None]
+        fields = [physical.field(i) for i in columns]
+        group_key = (id(filesystem), direct, tuple(_field_key(f) for f in fields))
+        pieces = ([(0, None)] if runs is None
+                  else [(first, groups_) for first, groups_ in runs])
+        keys = [(path, 0 if groups_ is None else groups_[0]) for _, groups_ in pieces]
+        if any(key in seen for key in keys):
+            rest.append(task)  # a fragment the scan's tags could not tell apart
+            continue
+        seen.update(keys)
+        group = groups.get(group_key)
+        if group is None:
+            group = groups[group_key] = BulkGroup(filesystem, pa.schema(fields), direct)
+        index = len(group.tasks)
+        group.tasks.append(task)
+        group.plans.append(plan)
+        for (first, row_groups), key in zip(pieces, keys, strict=True):
+            fragment = whole if row_groups is None else file_format.make_fragment(
+                path, filesystem, row_groups=row_groups)
+            group.pieces.append(_Piece(index, fragment, key, first))
+    return list(groups.values()), rest
+
+
+def read_group(group: BulkGroup, read_schema: Schema, io: FileIO, deletes: DeleteLoader, *,
+               batch_size: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a group's tasks, deletes and residual applied, in `read_schema` columns
+    (as `read_task` yields them). Arrow reads the files; Python only masks and filters."""
+    import pyarrow.dataset as ds
+
+    if not group.pieces:
+        return
+    dataset = ds.FileSystemDataset([p.fragment for p in group.pieces], group.schema,
+                                   ds.ParquetFileFormat(), group.filesystem)
+    scanner = dataset.scanner(columns=group.schema.names, batch_size=batch_size,
+                              use_threads=True, fragment_readahead=FRAGMENT_READAHEAD,
+                              batch_readahead=BATCH_READAHEAD)
+    output_names = [f.name for f in read_schema.fields]
+    # Files read as more than one fragment (splits): only for these do the tags' row
+    # groups need looking at to tell fragments apart.
+    paths = [p.key[0] for p in group.pieces]
+    shared = ({path for path in paths if paths.count(path) > 1}
+              if len(set(paths)) < len(paths) else set())
+    states: dict[int, _TaskState] = {}
+    filters: dict[Any, Any] = {}
+    current = -1  # the piece being read
+    position = 0  # file position of its next row
+    yielded: set[int] = set()  # tasks some of whose rows went out
+    try:
+        for tagged in scanner.scan_batches():
+            fragment = tagged.fragment
+            path = fragment.path
+            if current < 0 or path != paths[current] or path in shared:
+                key = (path, fragment.row_groups[0].id) if path in shared else None
+                if (current < 0 or path != paths[current]
+                        or (key is not None and key != group.pieces[current].key)):
+                    current = _find_piece(group, path, key, current)
+                    position = group.pieces[current].first
+            piece = group.pieces[current]
+            state = states.get(piece.task)
+            if state is None:
+                state = states[piece.task] = _state(group, piece.task, read_schema, deletes,
+                                                    filters)
+            batch = tagged.record_batch
+            n = batch.num_rows
+            first, position = position, position + n
+            if n == 0:
+                continue
+            if group.direct:
+                batch = pa.RecordBatch.from_arrays(batch.columns, schema=state.plan.target)
+            else:
+                batch = state.plan.project(batch)
+            keep = state.mask.keep(first, n) if state.mask is not None else None
+            if keep is not None:
+                batch = batch.filter(keep)
+            if state.row_filter is not None and batch.num_rows:
+                batch = batch.filter(state.row_filter)
+            if state.plan.extras:
+                batch = batch.select(output_names)
+            if batch.num_rows:
+                yielded.add(piece.task)
+                yield batch
+    except (OSError, pa.ArrowException) as error:
+        yield from _recover(group, current, yielded, read_schema, io, deletes, batch_size,
+                            error)
+
+
+def _find_piece(group: BulkGroup, path: str, key: tuple[str, int] | None,
+                current: int) -> int:
+    """The next piece of `path` (with `key`, for a file read as several fragments).
+
+    Fragments come in dataset order, so it lies ahead; pieces skipped on the way yielded no
+    batches (an empty file or row group run).
+    """
+    for index in range(current + 1, len(group.pieces)):
+        piece = group.pieces[index]
+        if piece.key == key if key is not None else piece.key[0] == path:
+            return index
+    raise _out_of_order(path)
+
+
+def _out_of_order(path: str) -> RuntimeError:
+    return RuntimeError(f"{path}: Arrow's scan returned a fragment out of order; the bulk "
+                        "reader relies on dataset order to count row positions")
+
+
+def _state(group: BulkGroup, index: int, read_schema: Schema, deletes: DeleteLoader,
+           filters: dict[Any, Any]) -> _TaskState:
+    """A task's projection, position mask and residual filter, resolved when its first
+    batch arrives (so delete files not preloaded are read on a worker, not up front)."""
+    task = group.tasks[index]
+    plan = group.plans[index]
+    mask = deletes.deletion_mask([d.file for d in task.deletes if d.is_position],
+                                 task.data_file.file_path)
+    try:
+        key: Any = (task.residual, id(plan))
+        if key not in filters:
+            filters[key] = _row_filter(task.residual, read_schema, plan)
+        row_filter = filters[key]
+    except TypeError:  # an unhashable literal: build it for this task only
+        row_filter = _row_filter(task.residual, read_schema, plan)
+    return _TaskState(plan, mask, row_filter)
+
+
+def _recover(group: BulkGroup, current: int, yielded: set[int], read_schema: Schema,
+             io: FileIO, deletes: DeleteLoader, batch_size: int, error: BaseException
+             ) -> Iterator[pa.RecordBatch]:
+    """After the Arrow scan failed: read what is left task by task, so a broken file raises
+    `read_task`'s typed error naming it, and a failure only the bulk scan hit still returns
+    every row.
+
+    A task some of whose rows already went out cannot be read again without repeating
+    them: it is only checked (its typed error, if any, is raised first); if it reads fine
+    the scan cannot be completed and fails naming it.
+    """
+    later = sorted({p.task for p in group.pieces[max(current, 0):]})
+    partial = [index for index in later if index in yielded]
+    for index in partial:
+        for _ in read_task(group.tasks[index], read_schema, io, batch_size=batch_size,
+                           deletes=deletes):
+            pass
+    for index in later:
+        if index not in yielded:
+            yield from read_task(group.tasks[index], read_schema, io, batch_size=batch_size,
+                                 deletes=deletes)
+    if partial:
+        path = group.tasks[partial[0]].data_file.file_path
+        raise UnreadableFile(f"{path}: cannot read Parquet data ({error})") from None
