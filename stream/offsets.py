@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -258,13 +259,21 @@ def _keys(refs: Sequence[DeleteFileRef]) -> set[tuple[str, int | None]]:
     return {(r.file.file_path, r.file.content_offset) for r in refs}
 
 
-def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_SIZE
-               ) -> list[list[CommitPart]]:
+_OPEN_FILE_COST = 4 * 1024 * 1024  # as read.split.open-file-cost
+
+
+def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_SIZE,
+               parallelism: int | None = None) -> list[list[CommitPart]]:
     """Group a micro-batch's parts into partitions of about `target_bytes`, in order.
 
     A part is never split unless it is `one_way`: carry-over removal and update pairing
-    need a commit's tasks together. Small parts share a partition.
+    need a commit's tasks together. Small parts share a partition. A micro-batch smaller
+    than `parallelism` targets is spread over at least `parallelism` partitions (as Spark
+    sizes file splits), or one core would read nearly all of it.
     """
+    total = sum(part.cost.bytes for part in parts)
+    cores = parallelism or max(2, os.cpu_count() or 2)
+    target_bytes = min(target_bytes, max(_OPEN_FILE_COST, -(-total // cores)))
     pieces: list[CommitPart] = []
     for part in parts:
         if part.one_way and part.cost.bytes > target_bytes and len(part.changes.tasks) > 1:

@@ -570,3 +570,4 @@ def test_stream_schema_on_a_table_with_expired_history(spark, corpus):
     frame = (spark.readStream.format("meltwater").option("starting", "latest")
              .load(location))
     assert "_change_type" in frame.columns and "id" in frame.columns
+
