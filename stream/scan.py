@@ -7,6 +7,7 @@ Batches arrive in no particular order, as from any parallel Iceberg reader.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import queue
@@ -59,6 +60,7 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
     position_files = [d.file for task in tasks for d in task.deletes if d.is_position]
     groups, rest = _partition_while_preloading(deletes, position_files, tasks, read_schema, io,
                                                bulk)
+    groups = _split_groups(groups, threads or default_threads())
     jobs: list[Callable[[], Iterator[pa.RecordBatch]]] = [
         functools.partial(read_group, group, read_schema, io, deletes, batch_size=batch_size)
         for group in groups]
@@ -115,6 +117,28 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
             except queue.Empty:
                 if not any(w.is_alive() for w in workers):
                     break
+
+
+def _split_groups(groups: list[BulkGroup], parts: int) -> list[BulkGroup]:
+    """Each bulk group cut into `parts` scans of whole tasks, one per reader thread.
+
+    Arrow decodes a scan on its own threads, but masking and filtering the batches happens
+    in the thread consuming it; one scan per thread lets that work run in parallel too.
+    """
+    if parts <= 1:
+        return groups
+    result: list[BulkGroup] = []
+    for group in groups:
+        tasks = sorted({piece.task for piece in group.pieces})
+        if len(tasks) < 2:
+            result.append(group)
+            continue
+        size = -(-len(tasks) // parts)
+        for start in range(0, len(tasks), size):
+            chosen = set(tasks[start:start + size])
+            result.append(dataclasses.replace(
+                group, pieces=[p for p in group.pieces if p.task in chosen]))
+    return result
 
 
 def _partition_while_preloading(deletes: DeleteLoader, position_files: list[DataFile],
