@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from meltwater.planner.files import DataFile, FileContent, ManifestEntry
+from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.manifests import FILE_PATH_ID
 from meltwater.planner.partitioning import PartitionSpec
 from meltwater.planner.tasks import DeleteFileRef
@@ -84,13 +84,6 @@ class DeleteFileIndex:
         self.size = 0
         for ref in deletes:
             self.add(ref)
-
-    @classmethod
-    def from_entries(cls, specs: dict[int, PartitionSpec], field_types: dict[int, IcebergType],
-                     entries: Iterable[ManifestEntry]) -> DeleteFileIndex:
-        return cls(specs, field_types,
-                   (DeleteFileRef(e.file, e.sequence_number)
-                    for e in entries))
 
     def add(self, ref: DeleteFileRef) -> None:
         delete = ref.file

@@ -60,17 +60,6 @@ class DataFile:
     def is_deletion_vector(self) -> bool:
         return self.file_format == "PUFFIN"
 
-    def without_stats(self) -> DataFile:
-        """A copy without column metrics, to keep tasks small once planning used them."""
-        return DataFile(
-            self.content, self.file_path, self.file_format, self.spec_id, self.partition,
-            self.record_count, self.file_size_in_bytes, split_offsets=self.split_offsets,
-            equality_ids=self.equality_ids, sort_order_id=self.sort_order_id,
-            first_row_id=self.first_row_id, referenced_data_file=self.referenced_data_file,
-            content_offset=self.content_offset, content_size_in_bytes=self.content_size_in_bytes,
-            key_metadata=self.key_metadata,
-        )
-
 
 @dataclass(frozen=True)
 class ManifestEntry:

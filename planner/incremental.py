@@ -16,7 +16,7 @@ delete-file rewrites) change no rows and are skipped without reading anything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,13 +380,3 @@ class IncrementalPlanner:
         for ordinal, snapshot in enumerate(change_range.commits):
             yield self.plan_commit(snapshot, ordinal, appends_only=appends_only)
 
-
-def plan_changes(table: Table, change_range: ChangeRange, *, row_filter: Expression = TRUE,
-                 appends_only: bool = False,
-                 cache: ManifestCache | None = MANIFEST_CACHE) -> list[CommitChanges]:
-    return list(IncrementalPlanner(table, row_filter, cache=cache).plan(
-        change_range, appends_only=appends_only))
-
-
-def commits_with_changes(changes: Iterable[CommitChanges]) -> list[CommitChanges]:
-    return [c for c in changes if c.tasks]

@@ -107,7 +107,7 @@ class ManifestGroup:
         return self._evaluators.residual_evaluator(spec_id).residual_for(partition)
 
     # -- manifests ----------------------------------------------------------------------
-    def _matching_manifests(self, manifests: Iterable[ManifestFile], *, for_deletes: bool):
+    def _matching_manifests(self, manifests: Iterable[ManifestFile]):
         for manifest in manifests:
             if self.manifest_filter is not None and not self.manifest_filter(manifest):
                 continue
@@ -167,7 +167,7 @@ class ManifestGroup:
         source = self.delete_manifests if deletes else self.data_manifests
         self.stats.add(**({"delete_manifests": len(source)} if deletes
                           else {"data_manifests": len(source)}))
-        manifests = list(self._matching_manifests(source, for_deletes=deletes))
+        manifests = list(self._matching_manifests(source))
         for manifest, kept in zip(manifests, self._map_manifests(manifests, self._entries_of),
                                   strict=True):
             for entry in kept:

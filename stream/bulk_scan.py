@@ -43,15 +43,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, Expression, predicates
+from meltwater.planner.expressions import Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.tasks import FileScanTask
-from meltwater.planner.types import NestedField, Schema
-from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
+from meltwater.planner.types import Schema
+from meltwater.stream.arrow_filter import field_paths
 from meltwater.stream.arrow_schema import field_id, to_arrow_type
 from meltwater.stream.deletes import DeleteLoader, DeletionMask
 from meltwater.stream.errors import UnreadableFile
-from meltwater.stream.reader import FileProjection, FileSource, read_task
+from meltwater.stream.reader import (
+    FileProjection,
+    FileSource,
+    read_task,
+    residual_filter,
+    residual_types,
+)
 
 FRAGMENT_READAHEAD = 8  # files Arrow opens and decodes ahead of the consumer
 BATCH_READAHEAD = 4  # batches per file read ahead: at most 8 x 4 batches in flight
@@ -97,28 +103,11 @@ class _SchemaSource(FileSource):
         self.schema = schema
 
 
-def _filter_types(residual: Expression) -> dict[int, Any]:
-    """Field id -> Iceberg type of every column the residual reads (as `read_task`)."""
-    return {p.field_id: p.type for p in predicates(residual) if isinstance(p, BoundPredicate)}
-
-
 def _extras(projection: Schema, residual: Expression) -> dict[int, pa.DataType | None]:
     """Columns read only for the residual, as `read_task` asks `FileProjection` for them."""
     in_projection = field_paths(projection)
-    return {fid: to_arrow_type(type_) for fid, type_ in _filter_types(residual).items()
+    return {fid: to_arrow_type(type_) for fid, type_ in residual_types(residual).items()
             if fid not in in_projection}
-
-
-def _row_filter(residual: Expression, projection: Schema, plan: FileProjection) -> Any:
-    """The residual as an Arrow expression over the projected batch, as `read_task` builds
-    it (extras are named `__meltwater_<id>`)."""
-    if isinstance(residual, AlwaysTrue):
-        return None
-    types = _filter_types(residual)
-    schema = Schema(projection.fields + tuple(
-        NestedField(e.field_id, e.name, types[e.field_id])
-        for e in plan.extras if e.field_id in types))
-    return to_arrow_filter(residual, schema)
 
 
 def _same_fields(a: pa.Field, b: pa.Field) -> bool:
@@ -333,10 +322,10 @@ def _state(group: BulkGroup, index: int, read_schema: Schema, deletes: DeleteLoa
     try:
         key: Any = (task.residual, id(plan))
         if key not in filters:
-            filters[key] = _row_filter(task.residual, read_schema, plan)
+            filters[key] = residual_filter(task.residual, read_schema, plan)
         row_filter = filters[key]
     except TypeError:  # an unhashable literal: build it for this task only
-        row_filter = _row_filter(task.residual, read_schema, plan)
+        row_filter = residual_filter(task.residual, read_schema, plan)
     return _TaskState(plan, mask, row_filter)
 
 

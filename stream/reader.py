@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, predicates
+from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, Expression, predicates
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.literals import to_internal
@@ -755,6 +755,24 @@ class _Lineage:
         return pa.RecordBatch.from_arrays(list(columns.values()), schema=batch.schema)
 
 
+def residual_types(residual: Expression) -> dict[int, Any]:
+    """Field id -> Iceberg type of every column a residual reads (read as extras when
+    outside the projection)."""
+    return {p.field_id: p.type for p in predicates(residual) if isinstance(p, BoundPredicate)}
+
+
+def residual_filter(residual: Expression, projection: Schema, plan: FileProjection) -> Any:
+    """The residual as an Arrow expression over a projected batch (extras included), or
+    None when every row passes."""
+    if isinstance(residual, AlwaysTrue):
+        return None
+    types = residual_types(residual)
+    schema = Schema(projection.fields + tuple(
+        NestedField(e.field_id, e.name, types[e.field_id])
+        for e in plan.extras if e.field_id in types))
+    return to_arrow_filter(residual, schema)
+
+
 def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
               batch_size: int = DEFAULT_BATCH_SIZE,
               deletes: DeleteLoader | None = None) -> Iterator[pa.RecordBatch]:
@@ -768,20 +786,11 @@ def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
     from meltwater.stream.deletes import DeleteLoader
 
     loader = deletes if deletes is not None else DeleteLoader(io)
-    residual = task.residual
-    filter_types = {p.field_id: p.type for p in predicates(residual)
-                    if isinstance(p, BoundPredicate)}
-    opened = _OpenFile(task.data_file, projection, io, [task.deletes], loader, filter_types,
-                       task.sequence_number)
+    opened = _OpenFile(task.data_file, projection, io, [task.deletes], loader,
+                       residual_types(task.residual), task.sequence_number)
     plan = opened.plan
     (delete_set,) = opened.sets
-
-    row_filter = None
-    if not isinstance(residual, AlwaysTrue):
-        filter_schema = Schema(projection.fields + tuple(
-            NestedField(e.field_id, e.name, filter_types[e.field_id])
-            for e in plan.extras if e.field_id in filter_types))
-        row_filter = to_arrow_filter(residual, filter_schema)
+    row_filter = residual_filter(task.residual, projection, plan)
 
     for first, batch in opened.source.batches(plan.selection, batch_size, task.start,
                                               task.length):
