@@ -7,12 +7,14 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint sysdeps
 
-# System packages the Iceberg Java writer needs (a JDK and Debian's jarjar). Needs root.
+# System packages: a JDK and Debian's jarjar for the Iceberg Java writer, and a PostgreSQL
+# server the mirror tests start on loopback. Needs root.
 sysdeps:
-	@if ! command -v javac >/dev/null || [ ! -f /usr/share/java/jarjar.jar ]; then \
-	  echo "installing openjdk-17-jdk-headless and libjarjar-java"; \
+	@if ! command -v javac >/dev/null || [ ! -f /usr/share/java/jarjar.jar ] \
+	    || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "installing openjdk-17-jdk-headless, libjarjar-java and postgresql"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    openjdk-17-jdk-headless libjarjar-java >/dev/null; \
+	    openjdk-17-jdk-headless libjarjar-java postgresql >/dev/null; \
 	fi
 
 $(BIN)/meltwater: pyproject.toml
