@@ -1,0 +1,319 @@
+"""`meltwater serve --config FILE`: the TOML file, validated before anything starts.
+
+A service runs pipelines; each reads one table's change stream and writes one sink::
+
+    [service]
+    http = "127.0.0.1:9464"        # /health and /metrics; "off" disables, port 0 picks one
+    log = "text"                   # or "json": one JSON object per log line
+    progress = "auto"              # a live line per table: auto (on a terminal), lines, off
+    shutdown-timeout = "30s"       # SIGTERM/SIGINT: how long a running batch may finish
+
+    [spark]
+    master = "local[2]"            # leave out under spark-submit
+    [spark.conf]
+    "spark.sql.shuffle.partitions" = "2"
+
+    [[pipelines]]
+    name = "orders"
+    table = "/warehouse/db/orders"
+    checkpoint = "/var/lib/meltwater/checkpoints/orders"
+    trigger = "event"              # event (default), an interval ("10s"), or "available-now"
+    [pipelines.options]            # options of readStream.format("meltwater")
+    starting = "earliest"
+    [pipelines.sink]
+    type = "sqlite"                # sqlite, postgres, parquet, json, console
+    url = "sqlite:////var/lib/meltwater/mirror.db"
+    table = "orders"
+    key = ["id"]                   # default: the table's identifier fields
+
+Every problem is reported as one line naming the file, the key and what is wrong, before a
+SparkSession or a sink is touched: a bad config must never half-start a service.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from meltwater.planner.errors import MeltwaterError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+SINK_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "sqlite": {"url": str, "table": str, "key": list},
+    "postgres": {"url": str, "table": str, "key": list},
+    "parquet": {"path": str, "partition-by": list},
+    "json": {"path": str, "partition-by": list},
+    "console": {"rows": int, "truncate": bool},
+}
+SINK_ALIASES = {"postgresql": "postgres"}
+REQUIRED_SINK_KEYS = {"sqlite": ("url",), "postgres": ("url",), "parquet": ("path",),
+                      "json": ("path",), "console": ()}
+PROGRESS_MODES = ("auto", "lines", "off")
+LOG_FORMATS = ("text", "json")
+EVENT_TRIGGER = "event"
+AVAILABLE_NOW = "available-now"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
+_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
+          "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class ConfigError(MeltwaterError):
+    """The service configuration is invalid; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    type: str
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    table: str
+    checkpoint: str
+    sink: SinkConfig
+    trigger: str = EVENT_TRIGGER  # "event", "available-now", or an interval in seconds
+    interval_s: float | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def event_driven(self) -> bool:
+        return self.trigger == EVENT_TRIGGER
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    pipelines: tuple[PipelineConfig, ...]
+    http_host: str | None = "127.0.0.1"
+    http_port: int = 9464
+    log_format: str = "text"
+    progress: str = "auto"
+    shutdown_timeout_s: float = 30.0
+    spark_master: str | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    source: str = "<config>"
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in `text` ("10s", "500ms", "1min"), or None if it is not a duration."""
+    match = _DURATION.match(str(text))
+    if not match:
+        return None
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+class _Reader:
+    """Reads one table of the TOML document, naming keys by their path in errors."""
+
+    def __init__(self, source: str, path: str, table: Any) -> None:
+        self.source = source
+        self.path = path
+        if not isinstance(table, Mapping):
+            self.fail("", f"expected a table, got {type(table).__name__}")
+        self.table = dict(table)
+        self.used: set[str] = set()
+
+    def fail(self, key: str, problem: str) -> None:
+        where = ".".join(p for p in (self.path, key) if p) or "(top level)"
+        raise ConfigError(f"{self.source}: {where}: {problem}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, *,
+            required: bool = False) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if required:
+                self.fail(key, "is required")
+            return default
+        value = self.table[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and kind is not bool:
+            self.fail(key, f"expected {_kind_name(kind)}, got a boolean")
+        if not isinstance(value, kind):
+            self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} "
+                           f"{value!r}")
+        return value
+
+    def child(self, key: str) -> _Reader:
+        self.used.add(key)
+        return _Reader(self.source, f"{self.path}.{key}" if self.path else key,
+                       self.table.get(key, {}))
+
+    def done(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            self.fail(unknown[0], "unknown key" + _suggest(unknown[0], self.used))
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+             list: "a list", dict: "a table"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _suggest(key: str, known: set[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(known))})"
+
+
+def load_config(path: str | Path) -> ServiceConfig:
+    """The service configuration in the TOML file at `path`, validated."""
+    source = str(path)
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such file") from None
+    except OSError as error:
+        raise ConfigError(f"{source}: cannot read ({error.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{source}: not valid TOML ({error})") from None
+    return parse_config(document, source)
+
+
+def parse_config(document: Mapping[str, Any], source: str = "<config>") -> ServiceConfig:
+    """Validate a parsed TOML document (see the module docstring for its keys)."""
+    top = _Reader(source, "", document)
+    service = top.child("service")
+    http = service.get("http", (str, bool), "127.0.0.1:9464")
+    host, port = _http_address(service, http)
+    log_format = service.get("log", str, "text")
+    if log_format not in LOG_FORMATS:
+        service.fail("log", f"expected one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+    progress = service.get("progress", str, "auto")
+    if progress not in PROGRESS_MODES:
+        service.fail("progress", f"expected one of {', '.join(PROGRESS_MODES)}, "
+                                 f"got {progress!r}")
+    shutdown = _duration(service, "shutdown-timeout", "30s")
+    service.done()
+
+    spark = top.child("spark")
+    master = spark.get("master", str)
+    conf_reader = spark.child("conf")
+    conf = {}
+    for key in list(conf_reader.table):
+        value = conf_reader.get(key, (str, int, float, bool))
+        conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    spark.done()
+
+    raw = top.get("pipelines", list, required=True)
+    if not raw:
+        top.fail("pipelines", "needs at least one [[pipelines]] table")
+    pipelines = [_pipeline(source, index, entry) for index, entry in enumerate(raw)]
+    top.done()
+    _unique(source, pipelines)
+    return ServiceConfig(tuple(pipelines), host, port, log_format, progress, shutdown,
+                         master, conf, source)
+
+
+def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
+    if value is False or (isinstance(value, str) and value.lower() in ("off", "false", "")):
+        return None, 0
+    if value is True:
+        return "127.0.0.1", 9464
+    host, _, port_text = str(value).rpartition(":")
+    if not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        reader.fail("http", f"expected HOST:PORT (e.g. 127.0.0.1:9464) or \"off\", "
+                            f"got {value!r}")
+    return host, int(port_text)
+
+
+def _duration(reader: _Reader, key: str, default: str) -> float:
+    text = reader.get(key, str, default)
+    seconds = parse_duration(text)
+    if seconds is None:
+        reader.fail(key, f"expected a duration such as 500ms, 10s or 1min, got {text!r}")
+    return float(seconds)  # type: ignore[arg-type]
+
+
+def _pipeline(source: str, index: int, entry: Any) -> PipelineConfig:
+    reader = _Reader(source, f"pipelines[{index}]", entry)
+    name = reader.get("name", str, required=True)
+    if not _NAME.match(name):
+        reader.fail("name", f"{name!r}: use letters, digits, '.', '_' and '-' only")
+    table = reader.get("table", str, required=True)
+    checkpoint = reader.get("checkpoint", str, required=True)
+    trigger_text = reader.get("trigger", str, EVENT_TRIGGER)
+    interval = None
+    if trigger_text not in (EVENT_TRIGGER, AVAILABLE_NOW):
+        interval = parse_duration(trigger_text)
+        if interval is None:
+            reader.fail("trigger", f"expected \"event\", \"available-now\" or an interval "
+                                   f"such as 10s, got {trigger_text!r}")
+        trigger_text = "interval"
+    options_reader = reader.child("options")
+    options = {}
+    for key in list(options_reader.table):
+        value = options_reader.get(key, (str, int, float, bool))
+        options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    _check_source_options(options_reader, table, options)
+    sink = _sink(reader.child("sink"), name)
+    reader.done()
+    return PipelineConfig(name, table, checkpoint, sink, trigger_text, interval, options)
+
+
+def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) -> None:
+    """The source's own option parser, run now so a bad option stops the service early."""
+    from meltwater.stream.spark_options import stream_read
+
+    try:
+        stream_read({**options, "path": table})
+    except MeltwaterError as error:
+        reader.fail("", str(error))
+
+
+def _sink(reader: _Reader, pipeline: str) -> SinkConfig:
+    kind = reader.get("type", str, required=True)
+    kind = SINK_ALIASES.get(kind, kind)
+    if kind not in SINK_KEYS:
+        reader.fail("type", f"unknown sink {kind!r}; expected one of "
+                            f"{', '.join(sorted(SINK_KEYS))}")
+    options: dict[str, Any] = {}
+    for key, value_kind in SINK_KEYS[kind].items():
+        value = reader.get(key, value_kind, required=key in REQUIRED_SINK_KEYS[kind])
+        if value is not None:
+            options[key] = value
+    for key in ("key", "partition-by"):
+        if key in options and not all(isinstance(v, str) and v for v in options[key]):
+            reader.fail(key, "expected a list of column names")
+    if kind in ("sqlite", "postgres"):
+        options.setdefault("table", pipeline.replace(".", "_").replace("-", "_"))
+        _check_url(reader, kind, options["url"])
+    reader.done()
+    return SinkConfig(kind, options)
+
+
+def _check_url(reader: _Reader, kind: str, url: str) -> None:
+    schemes = {"sqlite": ("sqlite:///",), "postgres": ("postgresql://", "postgres://")}
+    if not url.startswith(schemes[kind]):
+        reader.fail("url", f"a {kind} sink needs a URL starting with "
+                           f"{' or '.join(schemes[kind])}, got {url!r}")
+
+
+def _unique(source: str, pipelines: list[PipelineConfig]) -> None:
+    names: set[str] = set()
+    checkpoints: dict[str, str] = {}
+    for index, pipeline in enumerate(pipelines):
+        if pipeline.name in names:
+            raise ConfigError(f"{source}: pipelines[{index}].name: {pipeline.name!r} is used "
+                              "by an earlier pipeline")
+        names.add(pipeline.name)
+        resolved = str(Path(pipeline.checkpoint).expanduser().resolve()) \
+            if "://" not in pipeline.checkpoint else pipeline.checkpoint
+        if resolved in checkpoints:
+            raise ConfigError(f"{source}: pipelines[{index}].checkpoint: {pipeline.checkpoint!r}"
+                              f" is also pipeline {checkpoints[resolved]!r}'s: two queries "
+                              "cannot share a checkpoint")
+        checkpoints[resolved] = pipeline.name

@@ -1,0 +1,130 @@
+"""What the service reports: Prometheus metrics and a health document, over HTTP on localhost.
+
+`GET /metrics` is Prometheus' text format (prometheus_client renders it); `GET /health` is a
+JSON document with each pipeline's state, 200 while every pipeline runs and 503 once one has
+failed, so a load balancer, systemd watchdog script or Kubernetes probe can act on it.
+The registry is the service's own, not prometheus_client's global one, so two services in
+one process (the tests) never share counters.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+
+
+class ServiceMetrics:
+    """The service's Prometheus metrics, labelled by pipeline."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["pipeline"]
+        self.snapshot = Gauge("meltwater_snapshot_reached_sequence_number",
+                              "Sequence number of the newest snapshot the sink holds",
+                              labels, registry=self.registry)
+        self.lag_snapshots = Gauge("meltwater_lag_snapshots",
+                                   "Snapshots committed to the table and not yet in the sink",
+                                   labels, registry=self.registry)
+        self.lag_seconds = Gauge("meltwater_lag_seconds",
+                                 "Age of the oldest snapshot not yet in the sink (0: none)",
+                                 labels, registry=self.registry)
+        self.batch_duration = Histogram("meltwater_batch_duration_seconds",
+                                        "Duration of a micro-batch, planning to sink commit",
+                                        labels, buckets=BATCH_BUCKETS, registry=self.registry)
+        self.rows = Counter("meltwater_rows", "Change rows written to the sink",
+                            [*labels, "change_type"], registry=self.registry)
+        self.batches = Counter("meltwater_batches", "Micro-batches completed",
+                               labels, registry=self.registry)
+        self.errors = Counter("meltwater_errors", "Pipeline failures (each restarts the query)",
+                              labels, registry=self.registry)
+        self.up = Gauge("meltwater_pipeline_up", "1 while the pipeline's query runs",
+                        labels, registry=self.registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+@dataclass
+class PipelineHealth:
+    """What /health says of one pipeline."""
+
+    state: str = "starting"  # starting, running, failing, stopped
+    snapshot_id: int | None = None
+    sequence_number: int | None = None
+    lag_snapshots: int = 0
+    lag_seconds: float = 0.0
+    batches: int = 0
+    last_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Health:
+    """Thread-safe pipeline states, written by the service loop, read by the HTTP server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pipelines: dict[str, PipelineHealth] = {}
+
+    def update(self, name: str, **values: Any) -> None:
+        with self._lock:
+            health = self._pipelines.setdefault(name, PipelineHealth())
+            for key, value in values.items():
+                setattr(health, key, value)
+
+    def document(self) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
+                         for name, h in self._pipelines.items()}
+        ok = all(p["state"] in ("starting", "running") for p in pipelines.values())
+        return (200 if ok else 503), {"status": "ok" if ok else "failing",
+                                      "pipelines": pipelines}
+
+
+class StatusServer:
+    """`/health` and `/metrics` on (host, port); port 0 takes a free port (see `.port`)."""
+
+    def __init__(self, host: str, port: int, metrics: ServiceMetrics, health: Health) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, status, kind = outer.metrics.render(), 200, CONTENT_TYPE_LATEST
+                elif path in ("/health", "/healthz", "/"):
+                    status, document = outer.health.document()
+                    body, kind = json.dumps(document).encode(), "application/json"
+                else:
+                    body, status, kind = b"not found\n", 404, "text/plain"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # access logs would drown the service's own
+
+        self.metrics = metrics
+        self.health = health
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.host, self.port = self.server.server_address[:2]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="meltwater-http",
+                                        daemon=True)
+
+    def start(self) -> StatusServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

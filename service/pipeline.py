@@ -1,0 +1,251 @@
+"""One pipeline of the service: a table's change stream, a sink, and what the query reports.
+
+`PipelineRun.start()` builds the Structured Streaming query
+`readStream.format("meltwater") -> observe(change counts) -> sink` with the pipeline's
+checkpoint and trigger. `poll()`, called by the service loop, reads the query's progress
+(the offset it committed, the batch's duration and change counts) into metrics, health and
+the progress line; a failed query is logged, counted and restarted with backoff, resuming
+from its checkpoint.
+
+The event-driven trigger is a zero-interval processing-time trigger whose source blocks in
+`latestOffset` until the table's watcher reports a commit (`watch-wait-ms`): a micro-batch
+starts when a commit lands, and an idle stream costs a few wake-ups a second, not a listing
+of the table every 10 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from meltwater.planner.errors import MeltwaterError
+from meltwater.service.config import AVAILABLE_NOW, PipelineConfig
+from meltwater.service.logs import fields
+from meltwater.service.metrics import Health, ServiceMetrics
+from meltwater.service.table_head import TableHead
+
+log = logging.getLogger("meltwater.service")
+
+CHANGE_TYPES = ("INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER")
+EVENT_WAIT_MS = "250"
+MAX_BACKOFF_S = 60.0
+
+
+@dataclass
+class Reached:
+    """Where a pipeline's sink is: the newest snapshot whose changes it holds in full."""
+
+    snapshot_id: int | None
+    batch_id: int
+
+
+def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
+    """The snapshot a committed batch ends at; a batch ending inside a commit (read limits)
+    has reached that commit's parent."""
+    sources = progress.get("sources") or []
+    if not sources:
+        return None
+    end = sources[0].get("endOffset")
+    if isinstance(end, str):
+        try:
+            end = json.loads(end)
+        except ValueError:
+            return None
+    if not isinstance(end, dict) or end.get("snapshot_id") is None:
+        return None
+    snapshot_id = int(end["snapshot_id"])
+    if end.get("complete"):
+        return snapshot_id
+    return head.parent_of(snapshot_id)
+
+
+class PipelineRun:
+    """A pipeline's query, restarted from its checkpoint whenever it fails."""
+
+    def __init__(self, spark: Any, config: PipelineConfig, metrics: ServiceMetrics,
+                 health: Health, head: TableHead) -> None:
+        self.spark = spark
+        self.config = config
+        self.metrics = metrics
+        self.health = health
+        self.head = head
+        self.query: Any = None
+        self.failures = 0
+        self.retry_at = 0.0
+        self.last_batch = -1
+        self.reached: int | None = None
+        self.rows_per_second = 0.0
+        self.finished = False  # available-now: the query ended by itself
+
+    # -- the query ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        config = self.config
+        reader = self.spark.readStream.format("meltwater").options(**config.options)
+        if config.event_driven:
+            reader = reader.option("watch-wait-ms", EVENT_WAIT_MS)
+        frame = reader.load(config.table)
+        frame = self._observe(frame)
+        writer = self._sink_writer(frame)
+        writer = writer.queryName(config.name).option("checkpointLocation", config.checkpoint)
+        if config.trigger == AVAILABLE_NOW:
+            writer = writer.trigger(availableNow=True)
+        elif config.event_driven:
+            writer = writer.trigger(processingTime="0 seconds")
+        else:
+            writer = writer.trigger(processingTime=f"{config.interval_s} seconds")
+        self.query = writer.start()
+        self.metrics.up.labels(config.name).set(1)
+        self.health.update(config.name, state="running")
+        log.info("pipeline started", extra=fields(pipeline=config.name, table=config.table,
+                                                   sink=config.sink.type,
+                                                   trigger=config.trigger))
+
+    def _observe(self, frame: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        counts = [F.sum(F.when(F.col("_change_type") == kind, 1).otherwise(0)).alias(kind)
+                  for kind in CHANGE_TYPES]
+        return frame.observe("meltwater_changes", *counts)
+
+    def _sink_writer(self, frame: Any) -> Any:
+        from meltwater.sinks.archive import archive_writer, console_writer
+
+        sink = self.config.sink
+        if sink.type in ("parquet", "json"):
+            return archive_writer(frame, sink.type, sink.options)
+        if sink.type == "console":
+            return console_writer(frame, sink.options)
+        from meltwater.service.mirror_sink import mirror_writer
+
+        return mirror_writer(frame, self.config, self.head)
+
+    def stop(self, timeout_s: float) -> None:
+        """Let a running batch finish for up to `timeout_s`, then stop the query."""
+        query = self.query
+        if query is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        try:
+            while query.isActive and query.status.get("isTriggerActive") \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+            query.stop()
+        except Exception as error:  # a query failing while stopping is still stopped
+            log.warning("pipeline stopped with an error", extra=fields(
+                pipeline=self.config.name, error=str(error).splitlines()[0][:300]))
+        self.metrics.up.labels(self.config.name).set(0)
+        self.health.update(self.config.name, state="stopped")
+        self.query = None
+
+    # -- progress ------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Fold the query's newest progress into metrics and health; restart it if it died."""
+        if self.query is None:
+            if not self.finished and time.monotonic() >= self.retry_at:
+                self._restart()
+            return
+        if not self.query.isActive:
+            self._ended()
+            return
+        for progress in self._new_progress():
+            self._record(progress)
+        self._update_lag()
+
+    def _new_progress(self) -> list[dict[str, Any]]:
+        fresh = []
+        for progress in self.query.recentProgress:
+            batch = int(progress.get("batchId", -1))
+            if batch > self.last_batch and (progress.get("numInputRows", 0)
+                                            or progress.get("sources")):
+                fresh.append(progress)
+        return [p for p in fresh if self._is_batch(p)]
+
+    def _is_batch(self, progress: dict[str, Any]) -> bool:
+        durations = progress.get("durationMs") or {}
+        return "addBatch" in durations  # idle progress reports carry no batch
+
+    def _record(self, progress: dict[str, Any]) -> None:
+        name = self.config.name
+        batch = int(progress["batchId"])
+        self.last_batch = batch
+        seconds = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+        observed = (progress.get("observedMetrics") or {}).get("meltwater_changes") or {}
+        if hasattr(observed, "asDict"):  # a Row in pyspark's progress, a dict in its JSON
+            observed = observed.asDict()
+        counts = {kind: int(observed.get(kind) or 0) for kind in CHANGE_TYPES}
+        for kind, count in counts.items():
+            if count:
+                self.metrics.rows.labels(name, kind).inc(count)
+        self.metrics.batches.labels(name).inc()
+        self.metrics.batch_duration.labels(name).observe(seconds)
+        rows = int(progress.get("numInputRows") or 0)
+        self.rows_per_second = rows / seconds if seconds > 0 else 0.0
+        reached = reached_snapshot(progress, self.head)
+        if reached is not None:
+            self.reached = reached
+        self.failures = 0
+        sequence = self.head.sequence_number(self.reached)
+        if sequence is not None:
+            self.metrics.snapshot.labels(name).set(sequence)
+        self.health.update(name, batches=batch + 1, snapshot_id=self.reached,
+                           sequence_number=sequence)
+        log.info("batch committed", extra=fields(
+            pipeline=name, batch=batch, snapshot=self.reached, rows=rows,
+            seconds=round(seconds, 3),
+            **{kind.lower(): count for kind, count in counts.items() if count}))
+
+    def _update_lag(self) -> None:
+        snapshots, seconds = self.head.lag(self.reached)
+        name = self.config.name
+        self.metrics.lag_snapshots.labels(name).set(snapshots)
+        self.metrics.lag_seconds.labels(name).set(seconds)
+        self.health.update(name, lag_snapshots=snapshots, lag_seconds=round(seconds, 3))
+
+    def _ended(self) -> None:
+        name = self.config.name
+        error = self.query.exception()
+        for progress in self._new_progress():
+            self._record(progress)
+        self._update_lag()
+        self.query = None
+        self.metrics.up.labels(name).set(0)
+        if error is None:
+            self.finished = True
+            self.health.update(name, state="stopped")
+            log.info("pipeline finished", extra=fields(pipeline=name))
+            return
+        self._failed(_first_line(error))
+
+    def _failed(self, message: str) -> None:
+        name = self.config.name
+        self.failures += 1
+        backoff = min(MAX_BACKOFF_S, 2.0 ** (self.failures - 1))
+        self.retry_at = time.monotonic() + backoff
+        self.metrics.errors.labels(name).inc()
+        self.health.update(name, state="failing", last_error=message)
+        log.error("pipeline failed; restarting from its checkpoint", extra=fields(
+            pipeline=name, error=message, retry_in_s=backoff, failures=self.failures))
+
+    def _restart(self) -> None:
+        try:
+            self.start()
+        except MeltwaterError as error:
+            self._failed(str(error))
+        except Exception as error:  # Spark's analysis errors: retried like a failed query
+            self._failed(_first_line(error))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "desc", None) or error).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("meltwater", "pyspark.errors", "Traceback")):
+            continue
+        if "Error:" in line or "error" in line.lower():
+            return line[:500]
+    return (text.splitlines() or ["(no message)"])[-1][:500]

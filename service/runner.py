@@ -1,0 +1,160 @@
+"""`meltwater serve`: run a configuration's pipelines until SIGTERM or SIGINT.
+
+Order matters for the promises the service makes:
+1. everything that can be checked without starting is checked first (`preflight`): a bad
+   table, sink or key is one line and exit status 2, before Spark or a database is touched;
+2. then the HTTP status server, the SparkSession and one streaming query per pipeline;
+3. the loop folds each query's progress into metrics, health and the progress line, and
+   restarts a failed query from its checkpoint with backoff;
+4. on SIGTERM/SIGINT each running batch may finish (up to `shutdown-timeout`), the queries
+   stop, and the process exits 0. A kill -9 instead loses nothing either: the next start
+   resumes from the checkpoint, and the sinks skip a batch they already hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.metadata import load_table
+from meltwater.service.config import ConfigError, ServiceConfig
+from meltwater.service.logs import fields, setup_logging
+from meltwater.service.metrics import Health, ServiceMetrics, StatusServer
+from meltwater.service.pipeline import PipelineRun
+from meltwater.service.progress import ProgressDisplay
+from meltwater.service.table_head import TableHead
+
+log = logging.getLogger("meltwater.service")
+TICK_S = 0.5
+
+
+def preflight(config: ServiceConfig) -> None:
+    """Check what can be checked without starting anything; raise ConfigError naming the key."""
+    for index, pipeline in enumerate(config.pipelines):
+        where = f"{config.source}: pipelines[{index}]"
+        try:
+            table = load_table(pipeline.table)
+        except MeltwaterError as error:
+            raise ConfigError(f"{where}.table: {error}") from None
+        if "://" not in pipeline.checkpoint:
+            parent = Path(pipeline.checkpoint).expanduser().resolve().parent
+            if not parent.exists() and not _creatable(parent):
+                raise ConfigError(f"{where}.checkpoint: cannot create {parent}")
+        if pipeline.sink.type in ("sqlite", "postgres"):
+            from meltwater.service.mirror_sink import check_mirror
+
+            try:
+                check_mirror(pipeline, table)
+            except MeltwaterError as error:
+                raise ConfigError(f"{where}.sink: {error}") from None
+
+
+def _creatable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError:
+        return False
+
+
+def spark_session(config: ServiceConfig) -> Any:
+    """The service's SparkSession: the configured master, or spark-submit's when none."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from meltwater.stream.spark_source import register
+
+    builder = SparkSession.builder.appName("meltwater")
+    defaults = {"spark.ui.showConsoleProgress": "false",
+                "spark.sql.session.timeZone": "UTC",
+                "spark.sql.streaming.stopTimeout": "60s"}
+    if config.spark_master:  # ours to configure; under spark-submit, spark-submit's
+        builder = builder.master(config.spark_master)
+        defaults["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
+        defaults["spark.sql.shuffle.partitions"] = "2"
+    for key, value in {**defaults, **config.spark_conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register(spark)
+    return spark
+
+
+class Service:
+    """The running service: its pipelines, metrics, health and status server."""
+
+    def __init__(self, config: ServiceConfig, *, progress_stream: Any = None) -> None:
+        self.config = config
+        self.metrics = ServiceMetrics()
+        self.health = Health()
+        self.stopping = threading.Event()
+        self.display = ProgressDisplay(config.progress, progress_stream)
+        self.server: StatusServer | None = None
+        self.spark: Any = None
+        self.runs: list[PipelineRun] = []
+
+    def request_stop(self, signum: int | None = None, _frame: Any = None) -> None:
+        if not self.stopping.is_set() and signum is not None:
+            log.info("stopping", extra=fields(signal=signal.Signals(signum).name))
+        self.stopping.set()
+
+    def run(self, on_ready: Callable[[Service], None] | None = None) -> int:
+        config = self.config
+        if config.http_host is not None:
+            self.server = StatusServer(config.http_host, config.http_port, self.metrics,
+                                       self.health).start()
+            log.info("status server listening", extra=fields(
+                url=f"http://{self.server.host}:{self.server.port}/", health="/health",
+                metrics="/metrics"))
+        try:
+            self.spark = spark_session(config)
+            self.runs = [PipelineRun(self.spark, p, self.metrics, self.health,
+                                     TableHead(p.table)) for p in config.pipelines]
+            for run in self.runs:
+                self.health.update(run.config.name, state="starting")
+                run._restart()
+            if on_ready is not None:
+                on_ready(self)
+            while not self.stopping.wait(TICK_S):
+                for run in self.runs:
+                    run.poll()
+                self.display.show(self.runs)
+                if all(run.finished for run in self.runs):
+                    break
+        finally:
+            self.shutdown()
+        return 0
+
+    def shutdown(self) -> None:
+        for run in self.runs:
+            run.stop(self.config.shutdown_timeout_s)
+        if self.runs:
+            self.display.show(self.runs)
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        log.info("stopped")
+
+
+def serve(config: ServiceConfig) -> int:
+    """Run `config` until a signal; 0 on a clean stop."""
+    setup_logging(config.log_format)
+    preflight(config)
+    service = Service(config)
+    previous = {sig: signal.signal(sig, service.request_stop)
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return service.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
