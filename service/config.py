@@ -137,7 +137,8 @@ class _Reader:
         value = self.table[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if isinstance(value, bool) and kind is not bool:
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
             self.fail(key, f"expected {_kind_name(kind)}, got a boolean")
         if not isinstance(value, kind):
             self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} "

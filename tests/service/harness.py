@@ -1,0 +1,134 @@
+"""Runs `meltwater serve` as a separate process, as an operator would, for the service tests.
+
+A service under test is a real process (so it can be killed with SIGKILL); the tests talk to
+it only through its configuration file, its HTTP status server and the sinks it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Pipeline:
+    name: str
+    table: str
+    checkpoint: Path
+    sink: dict[str, Any]
+    trigger: str = "event"
+    options: dict[str, Any] = field(default_factory=lambda: {"starting": "earliest"})
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def write_config(path: Path, pipelines: list[Pipeline], *, port: int,
+                 progress: str = "lines", log: str = "json",
+                 shutdown_timeout: str = "20s") -> Path:
+    """A service configuration with these pipelines, local[2] Spark, status on `port`."""
+    lines = ["[service]", f'http = "127.0.0.1:{port}"', f'log = "{log}"',
+             f'progress = "{progress}"', f'shutdown-timeout = "{shutdown_timeout}"', "",
+             "[spark]", 'master = "local[2]"', "[spark.conf]",
+             '"spark.driver.memory" = "1g"', ""]
+    for pipeline in pipelines:
+        lines += ["[[pipelines]]", f"name = {_toml_value(pipeline.name)}",
+                  f"table = {_toml_value(pipeline.table)}",
+                  f"checkpoint = {_toml_value(str(pipeline.checkpoint))}",
+                  f"trigger = {_toml_value(pipeline.trigger)}", "[pipelines.options]"]
+        lines += [f'"{k}" = {_toml_value(v)}' for k, v in pipeline.options.items()]
+        lines += ["[pipelines.sink]"]
+        lines += [f'"{k}" = {_toml_value(v)}' for k, v in pipeline.sink.items()]
+        lines.append("")
+    path.write_text("\n".join(lines))
+    return path
+
+
+class ServiceProcess:
+    """`meltwater serve --config CONFIG` in its own process, its output in `log`."""
+
+    def __init__(self, config: Path, port: int, log: Path) -> None:
+        self.port = port
+        self.log_path = log
+        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()/kill()
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "meltwater.cli.main", "serve", "--config", str(config)],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def health(self) -> tuple[int, dict[str, Any]] | None:
+        url = f"http://127.0.0.1:{self.port}/health"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"{}")
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return None
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+
+    def wait_running(self, timeout: float = 120) -> dict[str, Any]:
+        """Block until every pipeline's query runs; fail with the log's tail otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"service exited ({self.process.returncode}):\n"
+                                     + self.tail())
+            answer = self.health()
+            if answer is not None:
+                pipelines = answer[1].get("pipelines", {})
+                if pipelines and all(p["state"] == "running" for p in pipelines.values()):
+                    return answer[1]
+            time.sleep(0.2)
+        raise AssertionError(f"service not running after {timeout}s:\n" + self.tail())
+
+    def tail(self, lines: int = 40) -> str:
+        self._log.flush()
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def kill(self) -> None:
+        """SIGKILL the service and everything it started (its JVM, its Python workers)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self._log.close()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 90) -> int:
+        """Send `sig` to the service process only; its exit status."""
+        self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # leftovers, if it hung
+            self._log.close()
+        return code

@@ -1,0 +1,112 @@
+"""The service configuration: every problem is one line naming the key, before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from meltwater.service.config import ConfigError, load_config, parse_config, parse_duration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "deploy" / "examples").glob("*.toml"))
+
+
+def minimal(**pipeline) -> dict:
+    entry = {"name": "orders", "table": "/t", "checkpoint": "/tmp/chk",
+             "sink": {"type": "sqlite", "url": "sqlite:////tmp/m.db"}}
+    entry.update(pipeline)
+    return {"pipelines": [entry]}
+
+
+def test_minimal_config_has_service_defaults():
+    config = parse_config(minimal())
+    assert (config.http_host, config.http_port) == ("127.0.0.1", 9464)
+    assert config.log_format == "text" and config.progress == "auto"
+    pipeline = config.pipelines[0]
+    assert pipeline.event_driven and pipeline.interval_s is None
+    assert pipeline.sink.type == "sqlite" and pipeline.sink.options["table"] == "orders"
+
+
+@pytest.mark.parametrize("text, seconds", [("10s", 10), ("500ms", 0.5), ("1min", 60),
+                                           ("2 h", 7200), ("1.5s", 1.5), ("ten", None)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("document, message", [
+    ({}, "pipelines: is required"),
+    ({"pipelines": []}, "pipelines: needs at least one"),
+    ({"servce": {}, **minimal()}, "servce: unknown key (did you mean 'service'?)"),
+    ({"service": {"http": "9464"}, **minimal()}, "service.http: expected HOST:PORT"),
+    ({"service": {"log": "xml"}, **minimal()}, "service.log: expected one of text, json"),
+    ({"service": {"shutdown-timeout": "soon"}, **minimal()},
+     "service.shutdown-timeout: expected a duration"),
+    (minimal(trigger="often"), "pipelines[0].trigger: expected \"event\""),
+    (minimal(name="a b"), "pipelines[0].name: 'a b': use letters"),
+    (minimal(table=3), "pipelines[0].table: expected a string, got int 3"),
+    (minimal(sink={"type": "kafka"}), "pipelines[0].sink.type: unknown sink 'kafka'"),
+    (minimal(sink={"type": "sqlite"}), "pipelines[0].sink.url: is required"),
+    (minimal(sink={"type": "sqlite", "url": "/tmp/x.db"}),
+     "pipelines[0].sink.url: a sqlite sink needs a URL starting with sqlite:///"),
+    (minimal(sink={"type": "postgres", "url": "postgresql://h/db", "key": "id"}),
+     "pipelines[0].sink.key: expected a list"),
+    (minimal(sink={"type": "parquet", "path": "/x", "partition": ["a"]}),
+     "pipelines[0].sink.partition: unknown key (did you mean 'partition-by'?)"),
+    (minimal(options={"starting": "sometime"}), "pipelines[0].options: option starting="),
+    ({"pipelines": [minimal()["pipelines"][0], minimal()["pipelines"][0]]},
+     "pipelines[1].name: 'orders' is used by an earlier pipeline"),
+    ({"pipelines": [minimal()["pipelines"][0], minimal(name="b")["pipelines"][0]]},
+     "pipelines[1].checkpoint: '/tmp/chk' is also pipeline 'orders''s"),
+])
+def test_bad_configs_name_the_key(document, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_config(document, "svc.toml")
+    text = str(raised.value)
+    assert text.startswith("svc.toml: ") and message in text, text
+    assert "\n" not in text
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[service\nhttp=")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_configs_parse(example):
+    config = load_config(example)
+    assert config.pipelines
+    for pipeline in config.pipelines:
+        assert pipeline.sink.type in ("sqlite", "postgres", "parquet", "json", "console")
+
+
+def test_cli_rejects_a_bad_config_before_starting_anything(tmp_path, corpus):
+    """Exit 2, one line naming the key, and fast: no SparkSession was started."""
+    table = corpus.scenarios["mor_partitioned"].location
+    cases = {
+        "sink": f'[[pipelines]]\nname="a"\ntable="{table}"\ncheckpoint="{tmp_path}/c"\n'
+                '[pipelines.sink]\ntype="sqlite"\nurl="sqlite:///x.db"\nkey=["nope"]\n',
+        "table": f'[[pipelines]]\nname="a"\ntable="{tmp_path}/none"\ncheckpoint="{tmp_path}/c"\n'
+                 '[pipelines.sink]\ntype="console"\n',
+    }
+    expected = {"sink": "pipelines[0].sink: ", "table": "pipelines[0].table: "}
+    for case, text in cases.items():
+        path = tmp_path / f"{case}.toml"
+        path.write_text(text)
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "meltwater.cli.main", "serve",
+                                 "--config", str(path)], capture_output=True, text=True,
+                                timeout=60)
+        elapsed = time.monotonic() - started
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected[case] in lines[0], result.stderr
+        assert "Traceback" not in result.stderr
+        assert elapsed < 20, f"took {elapsed:.1f}s: did it start Spark?"
