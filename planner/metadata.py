@@ -230,17 +230,33 @@ def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadat
         raise CorruptMetadata(f"{where}: malformed table metadata ({error!r})") from None
 
 
-_VERSION = re.compile(r"^v?(\d+)[-.]")
+_COMMITTED = re.compile(r"^(?:v(\d+)|(\d+)-(.+?))(?:\.gz)?\.metadata\.json$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+                   re.IGNORECASE)
 
 
-def _metadata_version(name: str) -> int:
-    """The version number in `v12.metadata.json` or `00012-<uuid>.metadata.json`."""
-    match = _VERSION.match(name)
-    return int(match.group(1)) if match else -1
+def metadata_file_version(name: str) -> int | None:
+    """The version of a committed metadata file: 12 for `v12.metadata.json` (Hadoop tables)
+    or `00012-<uuid>.metadata.json` (other catalogs), either also `.gz.metadata.json`.
+
+    None for any other name, in particular for the `<uuid>.metadata.json` a Hadoop table
+    writes before renaming it to `v<N>.metadata.json`: that file may be half written, and a
+    uuid whose first group is all digits would otherwise pass for a huge version number.
+    """
+    match = _COMMITTED.match(name)
+    if match is None:
+        return None
+    if match.group(1) is not None:
+        return int(match.group(1))
+    if _UUID.match(f"{match.group(2)}-{match.group(3)}"):
+        return None  # a bare uuid: a writer's temporary file
+    return int(match.group(2))
 
 
 def find_metadata_location(location: str, io: FileIO) -> str:
-    """The current metadata file of a table directory: version-hint.text, else the newest."""
+    """The current metadata file of a table directory: version-hint.text, else the newest
+    committed `*.metadata.json` (never a writer's temporary file, see
+    `metadata_file_version`)."""
     if location.endswith(".json"):
         return location
     metadata_dir = location.rstrip("/") + "/metadata"
@@ -253,12 +269,14 @@ def find_metadata_location(location: str, io: FileIO) -> str:
             if text and io.exists(candidate):
                 return candidate
     try:
-        names = [p for p in io.list_dir(metadata_dir) if p.endswith(".metadata.json")]
+        names = io.list_dir(metadata_dir)
     except (FileNotFoundError, NotADirectoryError, OSError):
         names = []
-    if not names:
+    versions = {p: metadata_file_version(p.rsplit("/", 1)[-1]) for p in names}
+    committed = [p for p, version in versions.items() if version is not None]
+    if not committed:
         raise TableNotFound(f"{location}: not an Iceberg table (no metadata/*.metadata.json)")
-    return max(names, key=lambda p: (_metadata_version(p.rsplit("/", 1)[-1]), p))
+    return max(committed, key=lambda p: (versions[p], p))
 
 
 def read_metadata(metadata_location: str, io: FileIO) -> TableMetadata:

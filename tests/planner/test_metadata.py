@@ -65,6 +65,28 @@ def test_newest_metadata_file_without_version_hint(corpus, tmp_path):
         corpus.scenarios["format_v1"].metadata_location).name
 
 
+def test_newest_metadata_file_is_never_a_writers_temporary_file(corpus, tmp_path):
+    """Hadoop tables write `<uuid>.metadata.json` and rename it to `v<N>.metadata.json`:
+    without a version hint (deleted while Iceberg rewrites it) the temporary file must not
+    win, even when its uuid starts with digits only, nor be read when it is alone."""
+    source = Path(corpus.scenarios["format_v1"].location) / "metadata"
+    copy = tmp_path / "t"
+    (copy / "metadata").mkdir(parents=True)
+    newest = sorted(source.glob("v*.metadata.json"),
+                    key=lambda p: int(p.name[1:].split(".")[0]))[-1]
+    shutil.copy(newest, copy / "metadata" / newest.name)
+    (copy / "metadata" / "83920417-1b2c-4d3e-8f40-5a6b7c8d9e0f.metadata.json").write_text(
+        newest.read_text()[:100])  # half written
+    (copy / "metadata" / "9f0e1d2c-3b4a-4c5d-8e6f-708192a3b4c5.gz.metadata.json").write_text("")
+    assert Path(load_table(str(copy)).metadata_location).name == newest.name
+    (copy / "metadata" / newest.name).unlink()
+    with pytest.raises(TableNotFound, match="not an Iceberg table"):
+        load_table(str(copy))
+    catalog = copy / "metadata" / "00007-1b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9.metadata.json"
+    shutil.copy(newest, catalog)  # other catalogs' names: <NNNNN>-<uuid>.metadata.json
+    assert load_table(str(copy)).metadata_location == str(catalog)
+
+
 def test_schemas_specs_and_identifier_fields(corpus):
     metadata = load_table(corpus.scenarios["evolution"].location).metadata
     assert [f.name for f in metadata.schema.fields] == ["id", "full_name", "score", "note",
