@@ -69,6 +69,7 @@ def spark_session(config: ServiceConfig) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from meltwater.stream.spark_home import use_local_spark_home
     from meltwater.stream.spark_source import register
 
     builder = SparkSession.builder.appName("meltwater")
@@ -76,6 +77,7 @@ def spark_session(config: ServiceConfig) -> Any:
                 "spark.sql.session.timeZone": "UTC",
                 "spark.sql.streaming.stopTimeout": "60s"}
     if config.spark_master:  # ours to configure; under spark-submit, spark-submit's
+        use_local_spark_home(config.spark_master)
         builder = builder.master(config.spark_master)
         defaults["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
         defaults["spark.sql.shuffle.partitions"] = "2"

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -71,14 +72,30 @@ def write_config(path: Path, pipelines: list[Pipeline], *, port: int,
 class ServiceProcess:
     """`meltwater serve --config CONFIG` in its own process, its output in `log`."""
 
-    def __init__(self, config: Path, port: int, log: Path) -> None:
+    def __init__(self, config: Path, port: int, log: Path, *, echo: bool = False) -> None:
         self.port = port
         self.log_path = log
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()/kill()
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "meltwater.cli.main", "serve", "--config", str(config)],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            stdout=subprocess.PIPE if echo else self._log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+        if echo:  # the service's own lines (progress, logs) to the terminal and the log
+            threading.Thread(target=self._echo, daemon=True).start()
+
+    def _echo(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if not self._log.closed:
+                self._log.write(line)
+                self._log.flush()
+            text = line.decode(errors="replace")
+            if not text.startswith(("WARNING: Using incubator", "Using Spark's default",
+                                    "Setting default log level", "To adjust logging")) \
+                    and " WARN " not in text:
+                sys.stdout.write("     | " + text)
+                sys.stdout.flush()
 
     def health(self) -> tuple[int, dict[str, Any]] | None:
         url = f"http://127.0.0.1:{self.port}/health"

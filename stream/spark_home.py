@@ -1,0 +1,72 @@
+"""A SPARK_HOME for local Spark whose Python processes start in a third of the time.
+
+A pip-installed pyspark is its own SPARK_HOME, and Spark puts
+`$SPARK_HOME/python/lib/pyspark.zip` first on the `PYTHONPATH` of every Python process it
+starts. zipimport never caches bytecode, so each such process compiles pyspark's modules
+again: 0.57-0.64 s before it does anything, against 0.14-0.19 s importing the same pyspark
+from site-packages (bench/README.md, "Where meltwater's time goes"). Spark starts a fresh,
+unpooled process for each Python streaming source, so every streaming query, and every
+`Trigger.AvailableNow` job, pays it.
+
+`local_spark_home()` is a directory of symlinks to the installed pyspark without its
+`python/` folder: Spark finds its jars and scripts there, the zip paths it adds name no file
+and are skipped, and its Python processes import the installed pyspark (with its bytecode
+cache) instead. That is right only where those processes run the driver's interpreter with
+the same site-packages, i.e. local and local-cluster masters on this machine, which is the
+only place meltwater uses it. Nothing here imports pyspark's JVM side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def _cache_root() -> Path:
+    root = os.environ.get("MELTWATER_CACHE") or Path.home() / ".cache" / "meltwater"
+    return Path(root)
+
+
+def local_spark_home() -> str | None:
+    """The SPARK_HOME to use for a local master, or None to keep Spark's own.
+
+    None when SPARK_HOME is set already (the user's choice wins), when pyspark is not a pip
+    install with `python/lib/pyspark.zip`, or when the directory cannot be made.
+    """
+    if os.environ.get("SPARK_HOME"):
+        return None
+    import pyspark
+
+    source = Path(pyspark.__file__).resolve().parent
+    if not (source / "python" / "lib" / "pyspark.zip").exists():
+        return None
+    key = hashlib.sha256(f"{source}:{pyspark.__version__}".encode()).hexdigest()[:12]
+    home = _cache_root() / f"spark-home-{key}"
+    if (home / "jars").exists():
+        return str(home)
+    try:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".spark-home-", dir=home.parent))
+        for entry in source.iterdir():
+            if entry.name != "python" and not entry.name.startswith("__"):
+                (staging / entry.name).symlink_to(entry)
+        try:
+            staging.rename(home)
+        except OSError:  # another process made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError:
+        return None
+    return str(home) if (home / "jars").exists() else None
+
+
+def use_local_spark_home(master: str | None) -> str | None:
+    """Point SPARK_HOME at `local_spark_home()` before a local session's JVM starts."""
+    if master is None or not master.startswith(("local", "local-cluster")):
+        return None
+    home = local_spark_home()
+    if home is not None:
+        os.environ["SPARK_HOME"] = home
+    return home
