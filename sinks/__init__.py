@@ -1,1 +1,39 @@
-"""Destinations for change streams: file archives and database mirrors, exactly once."""
+"""Destinations for change streams, each applying batches exactly once by batch id.
+
+A sink (`base.Sink`) takes the change batches of `meltwater.stream` (Arrow) or of the Spark
+source (a DataFrame's `toArrow()`) and applies each once: a batch id it already
+holds is skipped, so Spark's replay of a batch after a crash changes nothing. Sinks
+register under URL schemes; `open_sink(url, **options)` opens the one a URL names.
+
+The database mirror (`mirror.Mirror`, schemes `sqlite`, `postgresql`, `postgres`) keeps a
+SQL table equal to an Iceberg table by key columns: the net effect of each batch per key
+(`net_effect`) is applied in one transaction together with a row in `meltwater_ledger`
+(`ledger`), which is how it knows what it has applied and how far it got (`reached()`).
+SQLite (stdlib) is the embedded default; PostgreSQL (psycopg 3, COPY for bulk rows) the
+production target. `sql_schema` maps Iceberg types to SQL types, `sql_values` converts
+Arrow columns to what each database stores, `database` opens one by URL.
+
+    import meltwater.sinks, meltwater.stream
+
+    mirror = meltwater.sinks.open_sink("sqlite:///var/lib/meltwater/orders.db",
+                                       table="orders", source="/warehouse/db/orders")
+    start = mirror.reached()  # None on the first run
+    changes = meltwater.stream.changes("/warehouse/db/orders",
+                                       from_snapshot_id=start.snapshot_id if start else None)
+    mirror.apply(start.batch_id + 1 if start else 0, changes)
+"""
+
+from meltwater.sinks.base import (
+    BatchResult,
+    ChangeInput,
+    Position,
+    Sink,
+    open_sink,
+    register_sink,
+    sink_schemes,
+)
+from meltwater.sinks.errors import SinkError
+from meltwater.sinks.mirror import Mirror
+
+__all__ = ["BatchResult", "ChangeInput", "Mirror", "Position", "Sink", "SinkError", "open_sink",
+           "register_sink", "sink_schemes"]

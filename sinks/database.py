@@ -1,0 +1,107 @@
+"""A SQL database by URL, behind the few operations a mirror needs.
+
+    sqlite:///var/lib/meltwater/orders.db     an absolute path (sqlite:////abs works too)
+    sqlite:///:memory:                        a private in-memory database
+    postgresql://user@host:5432/db            anything libpq takes (postgres:// as well)
+
+`connect(url)` opens one connection. Each dialect module (`sqlite_database`,
+`postgres_database`) does the bulk work its way: SQLite binds rows with `executemany`,
+PostgreSQL COPYs CSV into a temp table and merges from there. Every statement of a
+mirror's batch runs inside one `transaction()`, so a batch applies whole or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+
+from meltwater.sinks.base import redact_url
+from meltwater.sinks.errors import InvalidSinkUrl
+from meltwater.sinks.sql_schema import Column, Dialect
+
+SQLITE_SCHEMES = ("sqlite",)
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+class Database(Protocol):
+    """One connection to a mirror's database."""
+
+    dialect: Dialect
+    param: str  # the bind parameter marker: "?" or "%s"
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Everything inside commits together, or rolls back if an exception escapes."""
+        ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Run one statement; the rows it returns, if any."""
+        ...
+
+    def table_columns(self, table: str) -> list[str] | None:
+        """The table's column names in order, or None if it does not exist."""
+        ...
+
+    def primary_key(self, table: str) -> set[str]:
+        """The names of the table's primary key columns."""
+        ...
+
+    def upsert(self, table: str, columns: Sequence[Column], keys: Sequence[str],
+               rows: pa.Table) -> int:
+        """Insert rows (named by `columns`), replacing those whose keys exist; the count."""
+        ...
+
+    def delete(self, table: str, keys: Sequence[Column], rows: pa.Table) -> int:
+        """Delete the rows with the given keys; how many the table held."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def connect(url: str) -> Database:
+    """Open the database a sink URL names (see the module doc for the forms)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in SQLITE_SCHEMES:
+        from meltwater.sinks.sqlite_database import SqliteDatabase
+
+        return SqliteDatabase(sqlite_path(url))
+    if scheme in POSTGRES_SCHEMES:
+        from meltwater.sinks.postgres_database import PostgresDatabase
+
+        return PostgresDatabase(postgres_conninfo(url))
+    raise InvalidSinkUrl(f"{redact_url(url)} is not a database URL (use sqlite:///abs/path.db "
+                         "or postgresql://user@host:port/db)")
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a sqlite URL: its path, absolute; `:memory:` for memory."""
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise InvalidSinkUrl(f"{url}: a sqlite URL has no host; write sqlite:///abs/path.db")
+    if parts.query or parts.fragment:
+        raise InvalidSinkUrl(f"{url}: a sqlite URL takes no query or fragment")
+    path = unquote(parts.path)
+    if path in ("/:memory:", ":memory:"):
+        return ":memory:"
+    if path.startswith("//"):  # sqlite:////abs/path.db, SQLAlchemy's absolute form
+        path = path[1:]
+    if not path.startswith("/") or path.endswith("/"):
+        raise InvalidSinkUrl(f"{url}: a sqlite URL names a database file by absolute path, "
+                             "e.g. sqlite:///var/lib/meltwater/orders.db")
+    return path
+
+
+def postgres_conninfo(url: str) -> str:
+    """The URL itself once checked (libpq parses it); `postgresql://` for `postgres://`."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError as e:
+        raise InvalidSinkUrl(f"{redact_url(url)}: {e}") from None
+    if "/" in parts.path.strip("/"):
+        raise InvalidSinkUrl(f"{redact_url(url)}: the path must be one database name")
+    return url

@@ -1,0 +1,104 @@
+"""The mirror's SQLite database: stdlib `sqlite3`, one connection, explicit transactions.
+
+The connection runs in autocommit mode and each `transaction()` is `BEGIN IMMEDIATE` ...
+`COMMIT`: IMMEDIATE takes the write lock up front, so two processes applying batches to
+one file queue up instead of failing half-way with "database is locked". File databases
+use WAL journaling, so readers of the mirror never block the writer (and vice versa).
+Rows are bound with `executemany` over a lazy iterator of tuples, so a batch is never
+copied into Python rows all at once beyond its column lists.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+
+from meltwater.sinks.errors import SinkError, SinkUnavailable
+from meltwater.sinks.sql_schema import Column, quote, quote_table
+from meltwater.sinks.sql_values import sqlite_values
+
+BUSY_TIMEOUT_S = 60.0
+
+
+class SqliteDatabase:
+    """A `Database` on a SQLite file (or `:memory:`)."""
+
+    dialect = "sqlite"
+    param = "?"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                         check_same_thread=False)
+            if path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.Error as e:
+            raise SinkUnavailable(f"cannot open SQLite database {path}: {e}") from e
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._errors():
+            self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            with self._errors():
+                yield
+                self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            raise SinkUnavailable(f"SQLite database {self.path}: {e}") from e
+        except sqlite3.Error as e:
+            raise SinkError(f"SQLite database {self.path} refused: {e}") from e
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._errors():
+            return self._conn.execute(sql, params).fetchall()
+
+    def _info(self, table: str) -> list[tuple]:
+        schema, _, name = table.rpartition(".")
+        prefix = f"{quote(schema)}." if schema else ""
+        return self.execute(f"PRAGMA {prefix}table_info({quote(name)})")
+
+    def table_columns(self, table: str) -> list[str] | None:
+        info = self._info(table)
+        return [row[1] for row in info] if info else None
+
+    def primary_key(self, table: str) -> set[str]:
+        return {row[1] for row in self._info(table) if row[5]}
+
+    def upsert(self, table: str, columns: Sequence[Column], keys: Sequence[str],
+               rows: pa.Table) -> int:
+        names = [quote(c.name) for c in columns]
+        others = [quote(c.name) for c in columns if c.name not in keys]
+        action = ("DO UPDATE SET " + ", ".join(f"{n} = excluded.{n}" for n in others)
+                  if others else "DO NOTHING")
+        sql = (f"INSERT INTO {quote_table(table)} ({', '.join(names)}) "
+               f"VALUES ({', '.join('?' for _ in names)}) "
+               f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) {action}")
+        values = [sqlite_values(rows.column(c.name).combine_chunks(), c) for c in columns]
+        with self._errors():
+            self._conn.executemany(sql, zip(*values, strict=True))
+        return rows.num_rows
+
+    def delete(self, table: str, keys: Sequence[Column], rows: pa.Table) -> int:
+        where = " AND ".join(f"{quote(k.name)} = ?" for k in keys)
+        values = [sqlite_values(rows.column(k.name).combine_chunks(), k) for k in keys]
+        with self._errors():
+            cursor = self._conn.executemany(f"DELETE FROM {quote_table(table)} WHERE {where}",
+                                            zip(*values, strict=True))
+            return cursor.rowcount
+
+    def close(self) -> None:
+        self._conn.close()

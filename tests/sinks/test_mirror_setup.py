@@ -1,0 +1,137 @@
+"""Opening a mirror: URLs, the registry, key columns, the table's shape, tolerant input."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from mirror_read import fetch, read_mirror
+
+import meltwater.stream
+from corpus.compare import row_multiset
+from meltwater.planner.metadata import load_table
+from meltwater.planner.types import LONG, STRING, NestedField, Schema
+from meltwater.sinks import Mirror, Sink, open_sink, sink_schemes
+from meltwater.sinks.database import sqlite_path
+from meltwater.sinks.errors import (
+    InvalidChanges,
+    InvalidKeyColumn,
+    InvalidSinkUrl,
+    MirrorTableMismatch,
+    MissingKeyColumns,
+    SinkUnavailable,
+)
+
+V1 = Schema((NestedField(1, "id", LONG, required=True), NestedField(2, "name", STRING)),
+            identifier_field_ids=(1,))
+V2 = Schema((*V1.fields, NestedField(3, "note", STRING)), 1, (1,))
+
+
+def inserts(rows: list[dict], schema: Schema = V1, ordinal: int = 0) -> pa.Table:
+    table = pa.Table.from_pylist(rows)
+    return (table.append_column("_change_type", pa.array(["INSERT"] * len(rows)))
+            .append_column("_change_ordinal", pa.array([ordinal] * len(rows), pa.int32())))
+
+
+def test_sqlite_urls():
+    assert sqlite_path("sqlite:///var/lib/m.db") == "/var/lib/m.db"
+    assert sqlite_path("sqlite:////var/lib/m.db") == "/var/lib/m.db"  # SQLAlchemy's form
+    assert sqlite_path("sqlite:///:memory:") == ":memory:"
+    for bad, why in [("sqlite://host/m.db", "has no host"), ("sqlite:///", "absolute path"),
+                     ("sqlite:///m.db?mode=ro", "no query")]:
+        with pytest.raises(InvalidSinkUrl, match=why):
+            sqlite_path(bad)
+
+
+def test_bad_urls_are_one_line_errors(tmp_path):
+    with pytest.raises(InvalidSinkUrl, match=r"no sink for URL scheme 'mysql'.*known: postgres"):
+        open_sink("mysql://u:secret@h/db", table="t", source=V1)
+    with pytest.raises(InvalidSinkUrl, match=r"postgresql://u:\*\*\*@h:x/db: Port"):
+        Mirror("postgresql://u:secret@h:x/db", table="t", source=V1)
+    with pytest.raises(SinkUnavailable, match=r"cannot connect to postgresql://u:\*\*\*@"
+                                              r"127\.0\.0\.1:1/db"):
+        Mirror("postgresql://u:secret@127.0.0.1:1/db", table="t", source=V1)
+    with pytest.raises(SinkUnavailable, match="cannot open SQLite database"):
+        Mirror(f"sqlite://{tmp_path}/missing/dir/m.db", table="t", source=V1)
+
+
+def test_the_registry_opens_mirrors_by_scheme(tmp_path, pg_database):
+    assert {"sqlite", "postgres", "postgresql"} <= set(sink_schemes())
+    sink = open_sink(f"sqlite://{tmp_path}/m.db", table="t", source=V1)
+    assert isinstance(sink, Sink) and isinstance(sink, Mirror) and sink.name == "sqlite"
+    sink.close()
+    sink = open_sink(pg_database.replace("postgresql://", "postgres://"), table="t", source=V1)
+    assert sink.name == "postgresql"
+    sink.close()
+    with open_sink("sqlite:///:memory:", table="t", source=V1) as memory:
+        memory.apply(0, inserts([{"id": 1, "name": "a"}]))
+        assert memory.reached().batch_id == 0
+
+
+@pytest.mark.corpus
+def test_key_columns_are_needed_and_must_exist(corpus, sqlite_database):
+    location = corpus.scenarios["evolution"].location  # no identifier fields
+    with pytest.raises(MissingKeyColumns, match=f"table {location} has no identifier fields "
+                                                "and no key columns were given: pass "
+                                                r"key_columns=\[...\]"):
+        Mirror(sqlite_database, table="t", source=location)
+    with pytest.raises(InvalidKeyColumn, match="key column 'nope' is not a top-level column "
+                                               f"of table {location}.*full_name"):
+        Mirror(sqlite_database, table="t", source=location, key_columns=["nope"])
+    with pytest.raises(InvalidKeyColumn, match=r"'extra' .* has type struct"):
+        Mirror(sqlite_database, table="t", source=location, key_columns=["extra"])
+
+
+def test_an_existing_table_with_another_primary_key_is_refused(database):
+    with Mirror(database, table="t", source=V1):
+        pass
+    with pytest.raises(MirrorTableMismatch, match=r"mirror table t has primary key \(id\), "
+                                                  r"not the key columns \(name\)"):
+        Mirror(database, table="t", source=V1, key_columns=["name"])
+
+
+def test_reopening_with_a_newer_schema_adds_its_columns(database):
+    with Mirror(database, table="t", source=V1) as mirror:
+        mirror.apply(0, inserts([{"id": 1, "name": "a"}]))
+    with Mirror(database, table="t", source=V2) as mirror:
+        mirror.apply(1, inserts([{"id": 2, "name": "b", "note": "new"}]))
+        mirror.apply(2, inserts([{"id": 3, "name": "c"}]))  # an older schema's rows: null
+    assert row_multiset(read_mirror(database, "t", V2)) == row_multiset(pa.table({
+        "id": [1, 2, 3], "name": ["a", "b", "c"], "note": [None, "new", None]}))
+
+
+def test_unknown_columns_without_field_ids_are_refused(sqlite_database):
+    with Mirror(sqlite_database, table="t", source=V1) as mirror, \
+            pytest.raises(InvalidChanges, match=r"has column\(s\) surprise that the given "
+                                                r"schema \(id 0\) does not have"):
+        mirror.apply(0, inserts([{"id": 1, "name": "a", "surprise": 1}]))
+
+
+@pytest.mark.corpus
+def test_a_spark_shaped_batch_mirrors_the_same(corpus, database):
+    """No field ids, timestamps in another zone and unit, wider ints: cast on the way in."""
+    scenario = corpus.scenarios["random_mix"]
+    metadata = load_table(scenario.location).metadata
+    changes = meltwater.stream.changes(scenario.location).read_all()
+    columns = {}
+    for name in changes.column_names:
+        column = changes.column(name)
+        if name == "ts":
+            column = pc.cast(column, pa.timestamp("ns", tz="America/New_York"))
+        elif name == "i":
+            column = pc.cast(column, pa.int64())
+        columns[name] = column
+    spark_like = pa.table(columns)  # pa.table(dict) drops the field-id metadata
+    assert all(f.metadata is None for f in spark_like.schema)
+    with Mirror(database, table="rich", source=scenario.location, key_columns=["id"]) as mirror:
+        mirror.apply(0, spark_like)
+    truth = scenario.snapshot(metadata.current_snapshot_id).rows()
+    assert row_multiset(read_mirror(database, "rich", metadata.schema)) == row_multiset(truth)
+
+
+def test_the_ledger_table_holds_one_row_per_batch(database):
+    with Mirror(database, table="t", source=V1, pipeline="orders") as mirror:
+        mirror.apply(7, inserts([{"id": 1, "name": "a"}]))
+    rows = fetch(database, "SELECT pipeline, batch_id, snapshot_id, row_count, upserted, "
+                           "deleted FROM meltwater_ledger")
+    assert rows == [("orders", 7, None, 1, 1, 0)]
