@@ -23,8 +23,10 @@ $(BIN)/meltwater: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
-demo: $(BIN)/meltwater
-	$(BIN)/meltwater --help
+# The main job on embedded defaults: Iceberg Java commits merge-on-read changes to a local
+# table while `meltwater serve` mirrors it into SQLite; ends by checking mirror == table.
+demo: sysdeps $(BIN)/meltwater
+	$(BIN)/python deploy/demo.py
 
 lint: $(BIN)/meltwater
 	$(BIN)/ruff check .

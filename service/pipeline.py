@@ -79,6 +79,7 @@ class PipelineRun:
         self.reached: int | None = None
         self.rows_per_second = 0.0
         self.finished = False  # available-now: the query ended by itself
+        self.stopped = False  # the service stopped it
 
     # -- the query ---------------------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class PipelineRun:
         self.metrics.up.labels(self.config.name).set(0)
         self.health.update(self.config.name, state="stopped")
         self.query = None
+        self.stopped = True
 
     # -- progress ------------------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ def progress_line(run: PipelineRun) -> str:
     name = run.config.name
     if run.query is None and run.finished:
         state = "finished"
+    elif run.query is None and run.stopped:
+        state = "stopped"
     elif run.query is None:
         state = "restarting" if run.failures else "starting"
     else:
