@@ -1,7 +1,7 @@
 """Destinations for change streams, each applying batches exactly once by batch id.
 
 A sink (`base.Sink`) takes the change batches of `meltwater.stream` (Arrow) or of the Spark
-source (a DataFrame's `toArrow()`) and applies each once: a batch id it already
+source (through `spark_writer.foreach_batch`) and applies each once: a batch id it already
 holds is skipped, so Spark's replay of a batch after a crash changes nothing. Sinks
 register under URL schemes; `open_sink(url, **options)` opens the one a URL names.
 
@@ -34,6 +34,7 @@ from meltwater.sinks.base import (
 )
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.mirror import Mirror
+from meltwater.sinks.spark_writer import ForeachBatchWriter, foreach_batch
 
-__all__ = ["BatchResult", "ChangeInput", "Mirror", "Position", "Sink", "SinkError", "open_sink",
-           "register_sink", "sink_schemes"]
+__all__ = ["BatchResult", "ChangeInput", "ForeachBatchWriter", "Mirror", "Position", "Sink",
+           "SinkError", "foreach_batch", "open_sink", "register_sink", "sink_schemes"]
