@@ -8,6 +8,7 @@ time), with which schema, along which lineage.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -262,7 +263,10 @@ def find_metadata_location(location: str, io: FileIO) -> str:
     metadata_dir = location.rstrip("/") + "/metadata"
     hint = metadata_dir + "/version-hint.text"
     if io.exists(hint):
-        text = io.read_bytes(hint).decode("utf-8", "replace").strip()
+        text = ""
+        # deleted in between: Iceberg deletes the hint, then renames the new one in place
+        with contextlib.suppress(FileNotFound):
+            text = io.read_bytes(hint).decode("utf-8", "replace").strip()
         candidates = [f"{metadata_dir}/v{text}.metadata.json",
                       f"{metadata_dir}/v{text}.gz.metadata.json", f"{metadata_dir}/{text}"]
         for candidate in candidates:

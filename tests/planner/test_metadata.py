@@ -87,6 +87,22 @@ def test_newest_metadata_file_is_never_a_writers_temporary_file(corpus, tmp_path
     assert load_table(str(copy)).metadata_location == str(catalog)
 
 
+def test_version_hint_deleted_between_exists_and_read(corpus, tmp_path):
+    """Iceberg deletes version-hint.text before renaming the new one in: a reader that saw
+    it exist may find it gone, and then lists the metadata files instead of failing."""
+    from meltwater.planner.fileio import FileNotFound, PyArrowFileIO
+
+    class HintVanishes(PyArrowFileIO):
+        def read_bytes(self, location, offset=0, length=None):
+            if location.endswith("version-hint.text"):
+                raise FileNotFound(f"{location}: file not found")
+            return super().read_bytes(location, offset, length)
+
+    scenario = corpus.scenarios["format_v1"]
+    table = load_table(scenario.location, HintVanishes())
+    assert table.metadata_location == scenario.metadata_location
+
+
 def test_schemas_specs_and_identifier_fields(corpus):
     metadata = load_table(corpus.scenarios["evolution"].location).metadata
     assert [f.name for f in metadata.schema.fields] == ["id", "full_name", "score", "note",
