@@ -13,6 +13,9 @@ SQLite (stdlib) is the embedded default; PostgreSQL (psycopg 3, COPY for bulk ro
 production target. `sql_schema` maps Iceberg types to SQL types, `sql_values` converts
 Arrow columns to what each database stores, `database` opens one by URL.
 
+The changelog archive and the console (`archive`) are Spark's own streaming sinks, set up
+for change rows; Spark's file sink log makes the archive exactly once without a ledger.
+
     import meltwater.sinks, meltwater.stream
 
     mirror = meltwater.sinks.open_sink("sqlite:///var/lib/meltwater/orders.db",

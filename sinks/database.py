@@ -41,8 +41,8 @@ class Database(Protocol):
         """Run one statement; the rows it returns, if any."""
         ...
 
-    def table_columns(self, table: str) -> list[str] | None:
-        """The table's column names in order, or None if it does not exist."""
+    def table_columns(self, table: str) -> dict[str, str] | None:
+        """The table's columns in order, name -> declared SQL type; None if it is absent."""
         ...
 
     def primary_key(self, table: str) -> set[str]:

@@ -10,7 +10,9 @@ from meltwater.planner.errors import MeltwaterError
 
 
 class SinkError(MeltwaterError):
-    """Base of the sink errors."""
+    """Base of the sink errors. `retryable`: whether trying the batch again may succeed."""
+
+    retryable = False
 
 
 class InvalidSinkUrl(SinkError):
@@ -18,7 +20,9 @@ class InvalidSinkUrl(SinkError):
 
 
 class SinkUnavailable(SinkError):
-    """The destination cannot be reached (a database refuses the connection)."""
+    """The destination cannot be reached or is busy (connection refused or lost, locked)."""
+
+    retryable = True
 
 
 class MissingKeyColumns(SinkError):

@@ -8,8 +8,9 @@
 
 Opening a mirror reads the Iceberg table's current schema (`source` is a table location,
 or a `Schema`), creates the mirror table if missing (columns typed by `sql_schema`, the key
-columns as primary key) plus the `meltwater_ledger`, and adds columns the table gained
-since. Key columns are `key_columns` if given, else the table's identifier fields.
+columns as primary key) plus the `meltwater_ledger`, adds columns the table gained since
+and widens columns Iceberg widened (int -> long, float -> double, decimal precision). Key
+columns are `key_columns` if given, else the table's identifier fields.
 
 `apply(batch_id, changes)` runs in one transaction: if the ledger holds the batch id, it
 is skipped (Spark replays the last batch after a crash); otherwise the batch's net effect
@@ -25,8 +26,11 @@ column and is left out; an unknown name without a field id is an error.
 
 Schema changes the mirror does not follow: a column renamed in Iceberg after the mirror
 table was created appears as a new column (the old one keeps its values and is no longer
-written; drop it by hand), and a type widening keeps the column's original SQL type
-(int -> long widening needs no change in SQLite; in PostgreSQL alter the column).
+written; drop it by hand), and other type changes are left to the operator.
+
+The position a batch records is its last commit's. A Spark micro-batch that ends inside a
+commit (read limits split a commit bigger than the limit) records that commit, though
+the rest of it comes in the next batch; `meltwater.stream.offsets` explains the splitting.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from meltwater.sinks.sql_schema import (
     check_key_type,
     create_table_sql,
     mirror_columns,
+    widen_sql,
 )
 from meltwater.sinks.sql_values import conform
 from meltwater.stream.arrow_schema import FIELD_ID_KEY, to_arrow_type
@@ -177,6 +182,10 @@ class Mirror:
                 for column in columns:
                     if column.name not in existing:
                         self._db.execute(add_column_sql(self.table, column))
+                        continue
+                    widen = widen_sql(self.table, column, existing[column.name])
+                    if widen is not None:
+                        self._db.execute(widen)
             self._ledger.ensure()
         self.schema = schema
         self.columns = columns

@@ -67,14 +67,14 @@ class PostgresDatabase:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
-    def table_columns(self, table: str) -> list[str] | None:
+    def table_columns(self, table: str) -> dict[str, str] | None:
         found = self.execute("SELECT to_regclass(%s)::oid", [quote_table(table)])
         if found[0][0] is None:
             return None
-        rows = self.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s "
-                            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-                            [found[0][0]])
-        return [r[0] for r in rows]
+        rows = self.execute("SELECT attname, format_type(atttypid, atttypmod) "
+                            "FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
+                            "AND NOT attisdropped ORDER BY attnum", [found[0][0]])
+        return {name: type_ for name, type_ in rows}
 
     def primary_key(self, table: str) -> set[str]:
         rows = self.execute(

@@ -27,12 +27,14 @@ claim the value is unknown), so NaN is the text 'NaN'; -0.0 is stored as 0.0 (eq
 SQL and IEEE arithmetic). PostgreSQL holds every type natively except nanosecond
 timestamps (its timestamps have microseconds), which are refused rather than truncated.
 
-Names are always quoted, so any Iceberg column name works; PostgreSQL names longer than
-63 bytes would be silently truncated by the server, so they are refused here.
+PostgreSQL text cannot hold the NUL character; a string with one fails its batch, naming
+the error. Names are always quoted, so any Iceberg column name works; PostgreSQL names
+longer than 63 bytes would be silently truncated by the server, so they are refused here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -135,3 +137,25 @@ def create_table_sql(table: str, columns: Sequence[Column], keys: Sequence[str])
 
 def add_column_sql(table: str, column: Column) -> str:
     return f"ALTER TABLE {quote_table(table)} ADD COLUMN {quote(column.name)} {column.sql_type}"
+
+
+_NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
+
+
+def widen_sql(table: str, column: Column, existing: str) -> str | None:
+    """ALTER the column to its type if Iceberg widened it since the table was created.
+
+    Only Iceberg's promotions: int -> long, float -> double, decimal(P, S) -> decimal(P', S)
+    with P' > P. SQLite needs none (the declared types are the same); any other difference
+    is left alone, as someone's deliberate choice.
+    """
+    old, new = existing.replace(" ", ""), column.sql_type.replace(" ", "")
+    promoted = (old, new) in {("integer", "bigint"), ("real", "doubleprecision")}
+    old_dec, new_dec = _NUMERIC.fullmatch(old), _NUMERIC.fullmatch(new)
+    if old_dec and new_dec:
+        promoted = (old_dec.group(2) == new_dec.group(2)
+                    and int(new_dec.group(1)) > int(old_dec.group(1)))
+    if not promoted:
+        return None
+    return (f"ALTER TABLE {quote_table(table)} ALTER COLUMN {quote(column.name)} "
+            f"TYPE {column.sql_type}")

@@ -71,9 +71,9 @@ class SqliteDatabase:
         prefix = f"{quote(schema)}." if schema else ""
         return self.execute(f"PRAGMA {prefix}table_info({quote(name)})")
 
-    def table_columns(self, table: str) -> list[str] | None:
+    def table_columns(self, table: str) -> dict[str, str] | None:
         info = self._info(table)
-        return [row[1] for row in info] if info else None
+        return {row[1]: row[2] for row in info} if info else None
 
     def primary_key(self, table: str) -> set[str]:
         return {row[1] for row in self._info(table) if row[5]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -10,7 +12,7 @@ from mirror_read import fetch, read_mirror
 import meltwater.stream
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
-from meltwater.planner.types import LONG, STRING, NestedField, Schema
+from meltwater.planner.types import INT, LONG, STRING, NestedField, PrimitiveType, Schema
 from meltwater.sinks import Mirror, Sink, open_sink, sink_schemes
 from meltwater.sinks.database import sqlite_path
 from meltwater.sinks.errors import (
@@ -135,3 +137,34 @@ def test_the_ledger_table_holds_one_row_per_batch(database):
     rows = fetch(database, "SELECT pipeline, batch_id, snapshot_id, row_count, upserted, "
                            "deleted FROM meltwater_ledger")
     assert rows == [("orders", 7, None, 1, 1, 0)]
+
+
+def test_reopening_after_iceberg_widened_columns_widens_them(database):
+    narrow = Schema((NestedField(1, "id", INT, required=True),
+                     NestedField(2, "f", PrimitiveType("float")),
+                     NestedField(3, "d", PrimitiveType("decimal(5,2)"))),
+                    identifier_field_ids=(1,))
+    wide = Schema((NestedField(1, "id", LONG, required=True),
+                   NestedField(2, "f", PrimitiveType("double")),
+                   NestedField(3, "d", PrimitiveType("decimal(12,2)"))), 1, (1,))
+    with Mirror(database, table="w", source=narrow) as mirror:
+        mirror.apply(0, inserts([{"id": 1, "f": 1.5, "d": Decimal("1.25")}]))
+    with Mirror(database, table="w", source=wide) as mirror:
+        mirror.apply(1, pa.table({"id": [5_000_000_000], "f": [0.1],
+                                  "d": pa.array([Decimal("1234567890.12")], pa.decimal128(12, 2)),
+                                  "_change_type": ["INSERT"], "_change_ordinal": [1]}))
+    assert row_multiset(read_mirror(database, "w", wide)) == row_multiset(pa.table({
+        "id": [1, 5_000_000_000], "f": [1.5, 0.1],
+        "d": [Decimal("1.25"), Decimal("1234567890.12")]}))
+
+
+def test_a_table_of_key_columns_only(database):
+    keys_only = Schema((NestedField(1, "a", LONG, required=True),
+                        NestedField(2, "b", STRING, required=True)), identifier_field_ids=(1, 2))
+    with Mirror(database, table="k", source=keys_only) as mirror:
+        mirror.apply(0, inserts([{"a": 1, "b": "x"}, {"a": 1, "b": "y"}]))
+        batch = inserts([{"a": 1, "b": "x"}, {"a": 2, "b": "z"}], ordinal=1)
+        kinds = pa.array(["DELETE", "INSERT"])
+        mirror.apply(1, batch.set_column(batch.column_names.index("_change_type"),
+                                         "_change_type", kinds))
+    assert sorted(fetch(database, 'SELECT a, b FROM "k"')) == [(1, "y"), (2, "z")]
