@@ -43,6 +43,17 @@ name and dropped ones read as null. A column added after the stream started is p
 away with a warning, or with `schema-change=fail` the stream stops before the first such
 commit, after emitting everything before it, and says how to restart with the new schema.
 
+**Watching the table.** The stream's first `load()` starts a `SnapshotWatcher` on the table
+(file events for local tables, polling with backoff for object stores). While the watcher
+has seen nothing, `load()` returns the table it loaded last without touching the file
+system, so a trigger every 10 ms costs nothing; once it has, `load()` resolves and reads the
+newest metadata as before (reusing the watcher's parse of the same file). A commit is
+therefore visible to `latest_offset` once the watcher has seen it: about a millisecond
+after the commit with file events, up to the polling interval (2 s) on object stores.
+With option `watch-wait-ms`, `latest_offset` waits that long for a commit when nothing is
+new, so an idle stream blocks instead of spinning and starts the moment a commit lands.
+`close()` stops the watcher (so does garbage collection of the stream).
+
 **Expired history.** Snapshots that expired before the stream read them fail the stream,
 naming them, unless `skip-expired-snapshots=true` skips them with a warning. Nothing else
 is ever skipped: a table that vanishes or a file that cannot be read fails the micro-batch,
@@ -54,6 +65,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +97,7 @@ from meltwater.planner.types import Schema
 from meltwater.stream.change_feed import LINEAGE_FIELDS, LINEAGE_IDS, METADATA_COLUMNS, change_feed
 from meltwater.stream.reconstruction import ChangeOptions
 from meltwater.stream.spark_options import StreamRead
+from meltwater.stream.watcher import SnapshotWatcher
 
 log = logging.getLogger(__name__)
 
@@ -323,14 +337,19 @@ class ChangeStream:
 
     `columns` are the output columns (table columns and change metadata columns), as the
     Spark schema names them. Holds a cache of planned commits for the micro-batches in
-    flight; `forget(offset)` drops what is behind a committed offset.
+    flight; `forget(offset)` drops what is behind a committed offset. `watch=False` loads
+    the table from the file system on every `load()` instead of watching it.
     """
 
     def __init__(self, read: StreamRead, columns: Sequence[str], *,
-                 io: FileIO | None = None) -> None:
+                 io: FileIO | None = None, watch: bool = True) -> None:
         self.read = read
         self.columns = tuple(columns)
         self.io = io or PyArrowFileIO()
+        self.watch = watch and not read.location.endswith(".json")  # a file never changes
+        self._watcher: SnapshotWatcher | None = None
+        self._stop_watcher: weakref.finalize | None = None
+        self._token: int | None = None  # the watcher's token when _table was loaded
         self._table: Table | None = None
         self._stream: _StreamSchema | None = None
         # (snapshot id, scan?) -> (ordinal, snapshot, tasks) of the micro-batches in flight
@@ -342,13 +361,23 @@ class ChangeStream:
     # -- the table -------------------------------------------------------------------------
 
     def load(self) -> Table:
-        """The table at its newest metadata: the version hint, then the metadata file unless
-        it is the one already loaded (metadata files never change)."""
+        """The table at its newest metadata: the one loaded last while the watcher saw
+        nothing, else the version hint, then the metadata file unless it is the one already
+        loaded (metadata files never change)."""
+        watcher = self.watcher
+        if (self._table is not None and watcher is not None and self._token is not None
+                and not watcher.changed_since(self._token)):
+            return self._table
+        token = None if watcher is None else watcher.token  # before looking: no gap
         try:
             location = find_metadata_location(self.read.location, self.io)
             if self._table is not None and self._table.metadata_location == location:
+                self._token = token
                 return self._table
-            table = Table(location, read_metadata(location, self.io), self.io)
+            seen = None if watcher is None else watcher.latest
+            metadata = (seen.metadata if seen is not None and seen.metadata_location == location
+                        else read_metadata(location, self.io))
+            table = Table(location, metadata, self.io)
         except TableNotFound as error:
             raise TableNotFound(f"{error}: the table the stream reads has vanished; its "
                                 "checkpoint keeps the last committed offset, so restoring "
@@ -356,7 +385,37 @@ class ChangeStream:
         if self._stream is None:
             self._stream = self._fix_schema(table)
         self._table = table
+        self._token = token
         return table
+
+    @property
+    def watcher(self) -> SnapshotWatcher | None:
+        """The table's watcher, started on first use (None when not watching, or while the
+        table cannot be watched: then `load()` reads the file system each time)."""
+        if self._watcher is None and self.watch:
+            watcher = SnapshotWatcher(self.read.location, io=self.io, queue_size=0)
+            try:
+                watcher.start()
+            except MeltwaterError:
+                return None  # no table (yet): load() says so, and the next load tries again
+            self._watcher = watcher
+            # stop it with the stream, even if nobody calls close()
+            self._stop_watcher = weakref.finalize(self, watcher.stop)
+        return self._watcher
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until the watcher sees something since the last `load()`, or `timeout`
+        seconds; whether it did (True at once when nothing is loaded or watched)."""
+        if self._watcher is None or self._token is None:
+            return True
+        return self._watcher.wait_changed(self._token, timeout)
+
+    def close(self) -> None:
+        """Stop watching the table."""
+        if self._stop_watcher is not None:
+            self._stop_watcher()  # runs watcher.stop() once
+        self._watcher = self._stop_watcher = None
+        self._token = None
 
     def _fix_schema(self, table: Table) -> _StreamSchema:
         metadata = table.metadata
@@ -430,7 +489,25 @@ class ChangeStream:
     # -- how far a micro-batch goes ----------------------------------------------------------
 
     def latest_offset(self, start: StreamOffset, budget: Budget = UNLIMITED) -> StreamOffset:
-        """The end of the next micro-batch from `start`: `start` itself if nothing is new."""
+        """The end of the next micro-batch from `start`: `start` itself if nothing is new
+        (after waiting up to `watch-wait-ms` for a commit)."""
+        end = self._latest_offset(start, budget)
+        if end != start or self.read.watch_wait_ms <= 0 or self.pinned:
+            return end
+        deadline = time.monotonic() + self.read.watch_wait_ms / 1000
+        while end == start:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._watcher is None or self._token is None:
+                time.sleep(left)  # nothing watches (a metadata file): just do not spin
+                break
+            if not self._watcher.wait_changed(self._token, left):
+                break
+            end = self._latest_offset(start, budget)
+        return end
+
+    def _latest_offset(self, start: StreamOffset, budget: Budget) -> StreamOffset:
         table = self.load()
         metadata = table.metadata
         target = self.target if self.pinned else metadata.current_snapshot_id

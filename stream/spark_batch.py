@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 # (Spark gives `schema()` no other way to tell a stream from a batch read).
 _STREAM_ONLY_PREFIXES = ("streaming-", "stream-", "starting")
 _STREAM_ONLY_NAMES = frozenset({"maxfilespertrigger", "maxbytespertrigger",
-                                "maxrowspertrigger", "schema-change"})
+                                "maxrowspertrigger", "schema-change", "watch-wait-ms"})
 
 
 def wants_change_schema(options: Mapping[str, str]) -> bool:

@@ -249,6 +249,12 @@ def _positive(value: int | None, name: str) -> int | None:
     return value
 
 
+def _not_negative(value: int | None, name: str) -> int:
+    if value is not None and value < 0:
+        raise OptionError(f"option {name}={value}: expected milliseconds, 0 or more")
+    return value or 0
+
+
 @dataclass(frozen=True)
 class StreamRead:
     """A streaming change read: where it starts, how much a micro-batch takes, and what it
@@ -266,6 +272,7 @@ class StreamRead:
     skip_expired: bool = False
     schema_change: str = "project"
     split_size: int | None = None  # bytes per partition (else read.split.target-size)
+    watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
     change_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -288,7 +295,13 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
     (with a warning) instead of failing; `schema-change=project|fail` says what a column
     added after the stream started does: projected away with a warning (default), or the
     stream stops and asks to be restarted. `split-size` (bytes) is how much one Spark task
-    of a micro-batch reads (default: the table's `read.split.target-size`). The row-level
+    of a micro-batch reads (default: the table's `read.split.target-size`).
+
+    `watch-wait-ms` (default 0): when no commit is new, `latestOffset` waits up to this
+    long for the table's watcher to see one and returns as soon as it does, so a
+    `processingTime="0 seconds"` trigger starts a micro-batch the moment a commit lands
+    instead of asking again every 10 ms (local tables: file events; remote: polling).
+    Stopping the query may take up to this long. The row-level
     options are `change_options`' (`compute-updates`, `identifier-columns`, ...);
     `net-changes` is for batch reads only.
     """
@@ -340,5 +353,6 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
         skip_expired=skip_expired,
         schema_change=mode,
         split_size=_positive(_size(lowered, "split-size"), "split-size"),
+        watch_wait_ms=_not_negative(_int(lowered, "watch-wait-ms"), "watch-wait-ms"),
         change_kwargs=kwargs,
     )

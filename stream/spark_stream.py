@@ -20,6 +20,16 @@ apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' 
 `trigger(availableNow=True)` reads everything committed before the query started, in as
 many micro-batches as the limits make, and ends.
 
+Event-driven triggers: the driver-side process also watches the table
+(`meltwater.stream.watcher`, started on the first offset request, stopped by `stop()`,
+never sent to executors), so `latestOffset` on a table where nothing happened touches no
+file. With `.option("watch-wait-ms", 1000)`, `latestOffset` waits up to that long for a
+commit when nothing is new and returns as soon as the watcher sees one: with
+`trigger(processingTime="0 seconds")` a micro-batch starts the moment a commit lands,
+instead of Spark asking every 10 ms (`spark.sql.streaming.pollingDelay`). Stopping the query
+may take up to the wait. A commit is visible to `latestOffset` once the watcher has seen it
+(about a millisecond with local file events, up to 2 s polling an object store).
+
 Example::
 
     query = (spark.readStream.format("meltwater")
@@ -199,6 +209,8 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._stream.forget(StreamOffset.from_json(end))
 
     def stop(self) -> None:
+        if self._stream is not None:
+            self._stream.close()  # stops the table's watcher
         self._stream = None
 
     # -- executors ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@ checkpoint, and a query on `local-cluster[2,1,1024]`, each in a child process
 (`tests/stream_query.py`).
 
 Tables that must change under a running stream are copies of a corpus table's metadata
-files whose version-hint is moved forward (data and manifests stay where they are).
+files whose version-hint is moved forward (data and manifests stay where they are); a
+running reader sees such a change once its table watcher has (`_seen` waits for that).
 """
 
 from __future__ import annotations
@@ -160,6 +161,13 @@ def _copy_metadata(scenario, tmp_path: Path) -> tuple[str, dict[int, int]]:
 
 def _move_to(location: str, versions: dict[int, int], snapshot_id: int) -> None:
     (Path(location) / "metadata" / "version-hint.text").write_text(str(versions[snapshot_id]))
+
+
+def _seen(*readers: MeltwaterStreamReader) -> None:
+    """Wait until each running reader's table watcher saw the change just made: a stream
+    sees a commit once its watcher does (about a millisecond later), not at the instant."""
+    for reader in readers:
+        assert reader.stream.wait_for_change(10), "the stream's watcher missed a change"
 
 
 # -- offsets and options ---------------------------------------------------------------------
@@ -321,8 +329,10 @@ def test_latest_then_new_commits(corpus, tmp_path):
     table = reader.stream.load()
     assert reader.stream.load() is table  # polling a quiet table parses nothing again
     _move_to(location, versions, ids[5])
+    _seen(reader)
     batches = _drain(reader, start=start)
     _move_to(location, versions, ids[-1])
+    _seen(reader)
     reported = reader.reportLatestOffset()
     assert reported["snapshot_id"] == ids[-1] and reported["complete"]
     batches += _drain(reader, start=batches[-1][1])
@@ -340,6 +350,7 @@ def test_empty_table_then_commits(corpus, tmp_path):
     start = _json(reader.initialOffset())
     assert start["snapshot_id"] is None and _drain(reader, start=start) == []
     _move_to(location, versions, max(versions, key=versions.get))
+    _seen(reader)
     got = _all_rows(reader, _drain(reader, start=start))
     # created as v2 and upgraded to v3 later: row lineage came after the stream started
     assert "_row_id" not in got.column_names
@@ -415,6 +426,7 @@ def test_schema_change_projected_away_or_stops(corpus, tmp_path, caplog):
     assert "note" not in columns
 
     _move_to(location, versions, snapshots[2].snapshot_id)
+    _seen(projecting, failing)
     with caplog.at_level(logging.WARNING):
         batches = _drain(projecting, start=starts[0])
         got = _all_rows(projecting, batches)
@@ -427,6 +439,7 @@ def test_schema_change_projected_away_or_stops(corpus, tmp_path, caplog):
     # later: `name` renamed (the stream keeps its name), `score` widened to long and a
     # value beyond int: the micro-batch fails naming the column, asking for a restart
     _move_to(location, versions, snapshots[-1].snapshot_id)
+    _seen(projecting)
     more = _drain(projecting, start=batches[-1][1])
     with pytest.raises(StreamError, match=r"column score: .*restart the query"):
         _all_rows(projecting, more)
@@ -449,15 +462,18 @@ def test_vanished_table_and_corrupt_metadata_keep_the_offset(corpus, tmp_path):
     bad = Path(location) / "metadata" / "v999.metadata.json"
     bad.write_text("{not json")
     (Path(location) / "metadata" / "version-hint.text").write_text("999")
+    _seen(reader)
     with pytest.raises(CorruptMetadata, match=r"v999\.metadata\.json"):
         reader.latestOffset(offset, ReadAllAvailable())
     shutil.rmtree(location)
+    _seen(reader)
     with pytest.raises(TableNotFound, match=r"vanished.*restart"):
         reader.latestOffset(offset, ReadAllAvailable())
     # the offset Spark holds is still good once the table is back
     location2, versions = _copy_metadata(scenario, tmp_path / "back")
     shutil.move(location2, location)
     _move_to(location, versions, ids[-1])
+    _seen(reader)
     got = _all_rows(reader, _drain(reader, start=offset))
     want = _changes(scenario.location, got, from_snapshot_id=ids[2])
     assert_same_rows(got, _shift_ordinals(want, 3), "resumed")  # ordinals count from the root
