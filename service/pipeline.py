@@ -149,7 +149,7 @@ class PipelineRun:
         """Fold the query's newest progress into metrics and health; restart it if it died."""
         if self.query is None:
             if not self.finished and time.monotonic() >= self.retry_at:
-                self._restart()
+                self.launch()
             return
         if not self.query.isActive:
             self._ended()
@@ -233,7 +233,8 @@ class PipelineRun:
         log.error("pipeline failed; restarting from its checkpoint", extra=fields(
             pipeline=name, error=message, retry_in_s=backoff, failures=self.failures))
 
-    def _restart(self) -> None:
+    def launch(self) -> None:
+        """Start the query; a failure to start counts as a failure and is retried."""
         try:
             self.start()
         except MeltwaterError as error:

@@ -121,7 +121,8 @@ class Service:
                                      TableHead(p.table)) for p in config.pipelines]
             for run in self.runs:
                 self.health.update(run.config.name, state="starting")
-                run._restart()
+                if not self.stopping.is_set():
+                    run.launch()
             if on_ready is not None:
                 on_ready(self)
             while not self.stopping.wait(TICK_S):
@@ -149,13 +150,14 @@ class Service:
 
 
 def serve(config: ServiceConfig) -> int:
-    """Run `config` until a signal; 0 on a clean stop."""
+    """Run `config` until a signal; 0 on a clean stop, also when the signal comes while
+    the service is still starting."""
     setup_logging(config.log_format)
-    preflight(config)
     service = Service(config)
     previous = {sig: signal.signal(sig, service.request_stop)
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        preflight(config)
         return service.run()
     finally:
         for sig, handler in previous.items():

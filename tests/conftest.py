@@ -6,7 +6,10 @@ tests that need it fail with a message saying how to fix it; they never skip sil
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from pg_server import PostgresServer, PostgresUnavailable, create_database
 
 from corpus.build import ensure_corpus
 from corpus.loader import Corpus
@@ -79,3 +82,29 @@ def spark():
     meltwater.stream.register(session)
     yield session
     session.stop()
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL server started for this test session on loopback, stopped at its end.
+
+    Mandatory like the corpus: without the server binaries the tests that need it fail,
+    saying that `make sysdeps` installs them; they never skip.
+    """
+    server = PostgresServer()
+    try:
+        url = server.start()
+    except PostgresUnavailable as error:
+        server.stop()
+        pytest.fail(f"PostgreSQL is unavailable: {error}", pytrace=False)
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def pg_database(postgres_url) -> str:
+    """A fresh, empty database on the session's server, for one test."""
+    return create_database(postgres_url, f"t{next(_databases)}")

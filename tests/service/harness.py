@@ -128,7 +128,8 @@ class ServiceProcess:
         raise AssertionError(f"service not running after {timeout}s:\n" + self.tail())
 
     def tail(self, lines: int = 40) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 

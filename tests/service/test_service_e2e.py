@@ -59,35 +59,35 @@ class Arrivals(threading.Thread):
         return min(times) - commit.committed_at if times else None
 
 
-def test_commit_to_mirror_latency_event_driven_vs_polling(tmp_path, mirror_db):
+def test_commit_to_mirror_latency_event_driven_vs_polling(tmp_path, pg_database):
     """Median commit-to-mirror latency <= 2 s event-driven, and below a 10 s polling
     trigger's in the same run; the mirror equals Iceberg Java's read after every commit."""
     rng = random.Random(11)
     with LiveWriter(tmp_path / "warehouse", tmp_path / "truth") as writer:
         writer.commit("append")
-        event = mirror_pipeline("event", writer.location, tmp_path, mirror_db)
-        poll = mirror_pipeline("poll", writer.location, tmp_path, mirror_db, trigger="10s")
+        event = mirror_pipeline("event", writer.location, tmp_path, pg_database)
+        poll = mirror_pipeline("poll", writer.location, tmp_path, pg_database, trigger="10s")
         port = free_port()
         config = write_config(tmp_path / "service.toml", [event, poll], port=port)
         service = ServiceProcess(config, port, tmp_path / "service.log")
         try:
             service.wait_running()
-            mirror_state(mirror_db, "orders_poll", until_sequence=1, pipeline=ledger_of(poll),
+            mirror_state(pg_database, "orders_poll", until_sequence=1, pipeline=ledger_of(poll),
                          timeout=60)
-            arrivals = Arrivals(mirror_db, "orders_poll", ledger_of(poll))
+            arrivals = Arrivals(pg_database, "orders_poll", ledger_of(poll))
             arrivals.start()
             event_latency, commits = [], []
             for _ in range(16):
                 commit = writer.commit()
                 commits.append(commit)
-                state = mirror_state(mirror_db, "orders_event", pipeline=ledger_of(event),
+                state = mirror_state(pg_database, "orders_event", pipeline=ledger_of(event),
                                      until_sequence=commit.sequence_number, timeout=60)
                 assert state.snapshot_id == commit.snapshot_id
                 truth = truth_table(commit)
                 assert same_rows(state.rows, truth), differences(state.rows, truth)
                 event_latency.append(state.seen_at - commit.committed_at)
                 time.sleep(rng.uniform(0.2, 1.5))
-            final = mirror_state(mirror_db, "orders_poll", pipeline=ledger_of(poll),
+            final = mirror_state(pg_database, "orders_poll", pipeline=ledger_of(poll),
                                  until_sequence=commits[-1].sequence_number, timeout=60)
             arrivals.done.set()
             arrivals.join()
@@ -143,14 +143,14 @@ class CommitLoop(threading.Thread):
         return self.by_sequence[sequence_number]
 
 
-def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, mirror_db):
+def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, pg_database):
     """Ten SIGKILLs of the service while Iceberg Java keeps committing: after each, the
     mirror is exactly Iceberg Java's read at the snapshot its ledger names; at the end it
     converges to the last commit."""
     rng = random.Random(23)
     with LiveWriter(tmp_path / "warehouse", tmp_path / "truth", seed=3) as writer:
         first = writer.commit("append")
-        pipeline = mirror_pipeline("kill", writer.location, tmp_path, mirror_db)
+        pipeline = mirror_pipeline("kill", writer.location, tmp_path, pg_database)
         port = free_port()
         config = write_config(tmp_path / "service.toml", [pipeline], port=port)
         loop = CommitLoop(writer, (0.1, 0.6))
@@ -164,9 +164,9 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, mirror_d
                     time.sleep(rng.uniform(3, 12))
                 else:
                     service.wait_running()
-                    time.sleep(rng.uniform(0.2, 4))
+                    time.sleep(rng.uniform(1, 10))
                 service.kill()
-                state = read_state(mirror_db, "orders_kill", ledger_of(pipeline))
+                state = read_state(pg_database, "orders_kill", ledger_of(pipeline))
                 if state.sequence_number is None:
                     continue
                 commit = loop.commit_at(state.sequence_number)
@@ -179,11 +179,12 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, mirror_d
             loop.stop_event.set()
             loop.join(timeout=60)
         assert loop.error is None, loop.error
-        assert len(set(checked)) >= 5, f"too few kills after progress: {checked}"
+        assert len(checked) >= 5 and len(set(checked)) >= 3, f"kills after progress: {checked}"
         last = loop.by_sequence[max(loop.by_sequence)]
         service = ServiceProcess(config, port, tmp_path / "service-final.log")
         try:
-            state = mirror_state(mirror_db, "orders_kill", pipeline=ledger_of(pipeline),
+            service.wait_running()
+            state = mirror_state(pg_database, "orders_kill", pipeline=ledger_of(pipeline),
                                  until_sequence=last.sequence_number, timeout=180)
             truth = truth_table(last)
             assert state.snapshot_id == last.snapshot_id
@@ -213,17 +214,17 @@ def _rss_mib(pid: int) -> float:
     return total
 
 
-def test_burst_of_100_commits_converges_with_bounded_memory(tmp_path, mirror_db):
+def test_burst_of_100_commits_converges_with_bounded_memory(tmp_path, pg_database):
     with LiveWriter(tmp_path / "warehouse", tmp_path / "truth", seed=9) as writer:
         for _ in range(3):
             writer.commit("append")
-        pipeline = mirror_pipeline("burst", writer.location, tmp_path, mirror_db)
+        pipeline = mirror_pipeline("burst", writer.location, tmp_path, pg_database)
         port = free_port()
         config = write_config(tmp_path / "service.toml", [pipeline], port=port)
         service = ServiceProcess(config, port, tmp_path / "service.log")
         try:
             service.wait_running()
-            mirror_state(mirror_db, "orders_burst", pipeline=ledger_of(pipeline),
+            mirror_state(pg_database, "orders_burst", pipeline=ledger_of(pipeline),
                          until_sequence=3, timeout=60)
             before = _rss_mib(service.process.pid)
             peak = before
@@ -240,7 +241,7 @@ def test_burst_of_100_commits_converges_with_bounded_memory(tmp_path, mirror_db)
             sampler.start()
             commits = writer.burst(100)
             burst_seconds = time.monotonic() - started
-            state = mirror_state(mirror_db, "orders_burst", pipeline=ledger_of(pipeline),
+            state = mirror_state(pg_database, "orders_burst", pipeline=ledger_of(pipeline),
                                  until_sequence=commits[-1].sequence_number, timeout=180)
             converged = time.monotonic() - started
             sampler_stop.set()
