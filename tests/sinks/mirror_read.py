@@ -41,12 +41,13 @@ def read_mirror(url: str, table: str, schema: Schema) -> pa.Table:
     sqlite = url.startswith("sqlite:")
     columns = {}
     for i, field in enumerate(schema.fields):
-        values = [_decode(r[i], field.type, sqlite) for r in rows]
+        values = [decode_value(r[i], field.type, sqlite) for r in rows]
         columns[field.name] = pa.array(values, to_arrow_type(field.type))
     return pa.table(columns) if columns else pa.table({})
 
 
-def _decode(value: Any, type_: IcebergType, sqlite: bool) -> Any:
+def decode_value(value: Any, type_: IcebergType, sqlite: bool) -> Any:
+    """One stored value back to the Python value Arrow builds the Iceberg type from."""
     if value is None:
         return None
     if isinstance(type_, (StructType, ListType, MapType)):
