@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from meltwater.cli import change_commands, serve_command, table_commands
+from meltwater.cli import change_commands, serve_command, table_commands, watch_command
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     table_commands.register(commands)
     change_commands.register(commands)
     serve_command.register(commands)
+    watch_command.register(commands)
     return parser
 
 

@@ -55,6 +55,8 @@ class SnapshotEvent:
     deleted_data_files: int | None = None
     added_delete_files: int | None = None
     removed_delete_files: int | None = None
+    added_position_deletes: int | None = None  # rows the new delete files delete by position
+    added_equality_deletes: int | None = None  # keys the new delete files delete by value
     total_records: int | None = None
     reset: bool = False
 
@@ -70,6 +72,8 @@ class SnapshotEvent:
                    deleted_data_files=_count(summary, "deleted-data-files"),
                    added_delete_files=_count(summary, "added-delete-files"),
                    removed_delete_files=_count(summary, "removed-delete-files"),
+                   added_position_deletes=_count(summary, "added-position-deletes"),
+                   added_equality_deletes=_count(summary, "added-equality-deletes"),
                    total_records=_count(summary, "total-records"), reset=reset)
 
     @property
@@ -87,6 +91,8 @@ class SnapshotEvent:
                 "deleted_data_files": self.deleted_data_files,
                 "added_delete_files": self.added_delete_files,
                 "removed_delete_files": self.removed_delete_files,
+                "added_position_deletes": self.added_position_deletes,
+                "added_equality_deletes": self.added_equality_deletes,
                 "total_records": self.total_records, "reset": self.reset,
                 "metadata_location": self.metadata_location}
 

@@ -1,0 +1,90 @@
+"""`meltwater watch` as a user runs it: a child process printing commits as they land."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from replay import Replay
+
+from meltwater.planner.metadata import load_table
+
+pytestmark = pytest.mark.corpus
+
+MELTWATER = str(Path(sys.executable).parent / "meltwater")
+
+
+class Watch:
+    """`meltwater watch ...` in a child process, its stdout lines read as they come."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen([MELTWATER, "watch", *args], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.status = self.process.stderr.readline()  # "watching ..." once it has started
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def line(self, timeout: float = 10.0) -> str:
+        return self.lines.get(timeout=timeout)
+
+    def terminate(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["events", "polling"])
+def test_watch_prints_commits_and_exits_0_on_sigterm(corpus, tmp_path, poll):
+    replay = Replay(corpus.scenarios["mor_partitioned"].location, tmp_path / "t")
+    replay.commit_until(len(replay.sources))
+    burst = replay.synthesized(5)
+    watch = Watch(replay.location, "--format", "jsonl",
+                  *(["--poll", "--interval", "0.5"] if poll else []))
+    try:
+        assert watch.status.startswith(f"watching {replay.location} (")
+        for _, text in burst:
+            replay.commit(text)
+        events = [json.loads(watch.line()) for _ in burst]
+        assert [e["snapshot_id"] for e in events] == [snapshot_id for snapshot_id, _ in burst]
+        assert [e["added_records"] for e in events] == [1, 2, 3, 4, 5]
+        assert events[0]["committed_at"].endswith("Z") and events[0]["operation"] == "append"
+        assert watch.lines.empty()
+    finally:
+        status = watch.terminate()
+    assert status == 0, watch.process.stderr.read()
+
+
+def test_watch_text_lines_after_a_snapshot_and_ctrl_c(corpus, tmp_path):
+    scenario = corpus.scenarios["mor_partitioned"]
+    metadata = load_table(scenario.location).metadata
+    main = metadata.ancestors(metadata.current_snapshot_id)[::-1]  # oldest first
+    watch = Watch(scenario.location, "--after", str(main[-3].snapshot_id))
+    try:
+        lines = [watch.line(), watch.line()]
+    finally:
+        watch.process.send_signal(signal.SIGINT)
+        status = watch.process.wait(timeout=10)
+    assert status == 0
+    words = [line.split() for line in lines]
+    assert [int(w[1]) for w in words] == [s.snapshot_id for s in main[-2:]]
+    assert [w[3] for w in words] == [s.operation for s in main[-2:]]
+    assert all(w[2].startswith("seq=") and w[4].startswith("rows=+") for w in words)
+
+
+def test_watch_bad_table_and_interval_exit_2(tmp_path):
+    result = subprocess.run([MELTWATER, "watch", str(tmp_path / "missing")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "not an Iceberg table" in result.stderr
+    result = subprocess.run([MELTWATER, "watch", str(tmp_path), "--interval", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--interval 0" in result.stderr
