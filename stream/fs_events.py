@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from watchdog.events import (
     DirDeletedEvent,
@@ -55,15 +55,15 @@ class _Watched:
 
     path: str
     watch: ObservedWatch | None = None
-    callbacks: set[Callback] = field(default_factory=set)
+    # replaced, never changed in place: watchdog's thread reads it without the hub's lock
+    callbacks: frozenset[Callback] = frozenset()
     alive: bool = True
 
 
 class _FanOut(FileSystemEventHandler):
     """The one watchdog handler of a directory: hands each event to its subscribers."""
 
-    def __init__(self, hub: _Hub, watched: _Watched) -> None:
-        self.hub = hub
+    def __init__(self, watched: _Watched) -> None:
         self.watched = watched
 
     def dispatch(self, event: FileSystemEvent) -> None:
@@ -71,9 +71,9 @@ class _FanOut(FileSystemEventHandler):
         if event.is_directory and os.fsdecode(event.src_path) == watched.path and isinstance(
                 event, (DirDeletedEvent, DirMovedEvent)):
             watched.alive = False  # watchdog stops watching a deleted directory
-        with self.hub.lock:
-            callbacks = list(watched.callbacks)
-        for callback in callbacks:
+        # No lock here: watchdog calls this holding its observer's lock, which subscribe()
+        # and cancel() take while holding the hub's; the callbacks set is immutable instead.
+        for callback in watched.callbacks:
             try:
                 callback(event)
             except Exception:  # a subscriber's bug must not stop the others' events
@@ -107,15 +107,15 @@ class _Hub:
                 watched = None
             if watched is None:
                 watched = _Watched(path)
-                watched.watch = observer.schedule(_FanOut(self, watched), path,
+                watched.watch = observer.schedule(_FanOut(watched), path,
                                                   event_filter=EVENT_TYPES)
                 self.watched[path] = watched
-            watched.callbacks.add(callback)
+            watched.callbacks = watched.callbacks | {callback}
             return DirectoryWatch(self, watched, callback)
 
     def unsubscribe(self, watched: _Watched, callback: Callback) -> None:
         with self.lock:
-            watched.callbacks.discard(callback)
+            watched.callbacks = watched.callbacks - {callback}
             if not watched.callbacks and self.watched.get(watched.path) is watched:
                 self._drop(watched)
                 del self.watched[watched.path]

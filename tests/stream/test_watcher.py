@@ -13,6 +13,7 @@ import logging
 import pickle
 import shutil
 import statistics
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -267,6 +268,41 @@ def test_table_deleted_and_restored(corpus, tmp_path, caplog):
     assert [e.snapshot_id for e in events] == [replay.current_snapshot()]
     assert "the table is gone" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_watchers_come_and_go_while_commits_pour_in(corpus, tmp_path):
+    """Watchers of the same table and of another start and stop while commits land: a
+    directory's one watch outlives each of its watchers but the last, and arming or
+    dropping watches never deadlocks with event delivery (watchdog calls back holding its
+    observer's lock)."""
+    replay = Replay(corpus.scenarios["mor_partitioned"].location, tmp_path / "t")
+    replay.commit_until(len(replay.sources))
+    other = Replay(corpus.scenarios["random_mix"].location, tmp_path / "other")
+    other.commit_until(2)
+    burst = replay.synthesized(200)
+    steady = SnapshotWatcher(replay.location).start()
+    done = threading.Event()
+
+    def churn(location: str) -> None:
+        while not done.is_set():
+            with SnapshotWatcher(location) as passing:
+                passing.wait(timeout=0.005)
+
+    churners = [threading.Thread(target=churn, args=(location,), daemon=True)
+                for location in (replay.location, other.location, other.location)]
+    for thread in churners:
+        thread.start()
+    try:
+        for _, text in burst:
+            replay.commit(text)
+        got = _collect(steady, len(burst))
+    finally:
+        done.set()
+        for thread in churners:
+            thread.join(timeout=10)
+        steady.stop()
+    assert not any(thread.is_alive() for thread in churners), "a watcher's stop() hung"
+    assert [e.snapshot_id for e in got] == [snapshot_id for snapshot_id, _ in burst]
 
 
 def test_misuse_and_missing_tables(corpus, tmp_path):
