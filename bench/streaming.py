@@ -13,10 +13,11 @@ the same local[2] settings (`bench/writer/stream_read.py --serve`):
   on the MOR table with default options (it fails: recorded) and with
   `streaming-skip-delete-snapshots` / `streaming-skip-overwrite-snapshots` (it reads the
   appends only: recorded);
-- meltwater on Spark 4 (this venv), `option("starting", "earliest")`, on both tables;
-- two diagnostic meltwater runs on the append-only table (skip them with `--skip
-  diagnostics`): with a `split-size` giving two partitions, one per core, and that again with
-  Spark's Python workers importing pyspark from site-packages instead of `pyspark.zip`.
+- meltwater on Spark 4 (this venv), `option("starting", "earliest")`, on both tables, in a
+  session set up as `meltwater.stream.local_session` sets one up (Spark's Python processes
+  import pyspark from site-packages instead of `pyspark.zip`: see `stream/spark_home.py`);
+- a diagnostic meltwater run on the append-only table (skip it with `--skip diagnostics`):
+  with a `split-size` giving two partitions, one per core.
 
 Two untimed warm-up queries, then --repeats timed queries, per engine and table; on the
 append-only table the engines alternate query by query, so load from other work on the
@@ -193,23 +194,6 @@ def main_env() -> dict[str, str]:
     return env
 
 
-def spark_home_without_zip(root: Path) -> Path | None:
-    """A SPARK_HOME of links to this venv's pyspark minus `python/`, so the Python processes
-    Spark starts import pyspark from site-packages (with its bytecode cache) instead of the
-    `python/lib/pyspark.zip` Spark puts first on their PYTHONPATH. Diagnostic only."""
-    import pyspark
-
-    package = Path(pyspark.__file__).parent
-    if not (package / "python" / "lib" / "pyspark.zip").exists():
-        return None
-    home = root / "spark-home"
-    home.mkdir()
-    for entry in package.iterdir():
-        if entry.name != "python":
-            (home / entry.name).symlink_to(entry)
-    return home
-
-
 def start_children(args: argparse.Namespace, writer: Any, scratch: Path) -> dict[str, Child]:
     children = {}
     if "iceberg" not in args.skip:
@@ -219,11 +203,6 @@ def start_children(args: argparse.Namespace, writer: Any, scratch: Path) -> dict
     if "meltwater" not in args.skip:
         children["meltwater"] = Child("meltwater", MAIN_PYTHON, "meltwater", main_env(),
                                       args.trigger, scratch)
-        home = None if "diagnostics" in args.skip else spark_home_without_zip(scratch)
-        if home is not None:
-            env = {**main_env(), "SPARK_HOME": str(home)}
-            children["meltwater_no_zip"] = Child("meltwater_no_zip", MAIN_PYTHON,
-                                                 "meltwater", env, args.trigger, scratch)
     return children
 
 
@@ -276,9 +255,6 @@ def measure(args: argparse.Namespace, writer: Any, tables: dict[str, Any]) -> di
                        "stream_appends"),
                 Config("meltwater_appends_2_partitions", "diagnostic: meltwater, 2 partitions",
                        "meltwater", "stream_appends", split),
-                Config("meltwater_appends_2_partitions_no_zip",
-                       "diagnostic: + pyspark not from .zip", "meltwater_no_zip",
-                       "stream_appends", split),
             ) if c.child in children and not (
                 "diagnostics" in args.skip and c.key.startswith("meltwater_appends_"))]
             for config in appends:
@@ -365,8 +341,7 @@ def checks(runs: dict[str, Any], tables: dict[str, Any]) -> dict[str, Any]:
         return runs.get(name, {}).get("rows_per_run")
 
     want = expected_checksum(appended)
-    for name in ("iceberg_appends", "meltwater_appends", "meltwater_appends_2_partitions",
-                 "meltwater_appends_2_partitions_no_zip"):
+    for name in ("iceberg_appends", "meltwater_appends", "meltwater_appends_2_partitions"):
         if rows_of(name) is not None:
             out[f"{name}_rows_equal_appended"] = rows_of(name) == appended
         summed = runs.get(name, {}).get("checksum")
@@ -414,8 +389,6 @@ def summary(runs: dict[str, Any]) -> dict[str, Any]:
             rate("iceberg_appends", "micro_batch_rows_per_second")),
         "meltwater_2_partitions_over_iceberg": ratio(
             rate("meltwater_appends_2_partitions"), rate("iceberg_appends")),
-        "meltwater_2_partitions_no_zip_over_iceberg": ratio(
-            rate("meltwater_appends_2_partitions_no_zip"), rate("iceberg_appends")),
         "meltwater_mor_over_iceberg_appends": ratio(rate("meltwater_mor"),
                                                     rate("iceberg_appends")),
     }
@@ -477,9 +450,7 @@ def print_report(record: dict[str, Any]) -> None:
           f"(target >= {THROUGHPUT_TARGET:.1f}x): {verdict[s['target_met']]}")
     print(f"  within micro-batches only: "
           f"{_fmt(s['meltwater_over_iceberg_appends_micro_batch'], '.2f')}x; diagnostics: "
-          f"2 partitions {_fmt(s['meltwater_2_partitions_over_iceberg'], '.2f')}x, "
-          f"2 partitions and pyspark outside pyspark.zip "
-          f"{_fmt(s['meltwater_2_partitions_no_zip_over_iceberg'], '.2f')}x")
+          f"2 partitions {_fmt(s['meltwater_2_partitions_over_iceberg'], '.2f')}x")
     for name, ok in record["checks"].items():
         print(f"check {name}: {'ok' if ok else 'FAILED'}")
 

@@ -14,6 +14,11 @@ and on Spark (importing this package does not import pyspark; `register` does)::
 
     meltwater.stream.register(spark)
     df = spark.read.format("meltwater").load("/warehouse/db/events")
+
+or, on one machine, a local session set up as meltwater's service runs one (its Python
+processes start from site-packages, not pyspark.zip: see `spark_home`)::
+
+    spark = meltwater.stream.local_session("local[2]")
 """
 
 from meltwater.stream.change_feed import ChangeFeed, change_feed, changes
@@ -27,5 +32,12 @@ def register(spark):
     return register_source(spark)
 
 
-__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "plan", "read_plan", "register",
-           "scan"]
+def local_session(master: str = "local[2]", **kwargs):
+    """A local SparkSession with the source registered (see `spark_home.local_session`)."""
+    from meltwater.stream.spark_home import local_session as build
+
+    return build(master, **kwargs)
+
+
+__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "local_session", "plan", "read_plan",
+           "register", "scan"]

@@ -13,7 +13,8 @@ unpooled process for each Python streaming source, so every streaming query, and
 and are skipped, and its Python processes import the installed pyspark (with its bytecode
 cache) instead. That is right only where those processes run the driver's interpreter with
 the same site-packages, i.e. local and local-cluster masters on this machine, which is the
-only place meltwater uses it. Nothing here imports pyspark's JVM side.
+only place meltwater uses it. `local_session()` builds such a session; pyspark is imported
+only inside it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def _cache_root() -> Path:
@@ -70,3 +73,27 @@ def use_local_spark_home(master: str | None) -> str | None:
     if home is not None:
         os.environ["SPARK_HOME"] = home
     return home
+
+
+def local_session(master: str = "local[2]", app_name: str = "meltwater",
+                  conf: dict[str, str] | None = None) -> Any:
+    """A local SparkSession ready for `format("meltwater")`, the way meltwater runs its own.
+
+    Spark's Python processes run this interpreter (`PYSPARK_PYTHON`, as Spark requires of a
+    driver and its workers), they import the installed pyspark rather than pyspark.zip
+    (`use_local_spark_home`), and the source is registered. Must be called before any other
+    SparkSession starts in this process (SPARK_HOME is read when the JVM starts).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    use_local_spark_home(master)
+    from pyspark.sql import SparkSession
+
+    from meltwater.stream.spark_source import register
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark

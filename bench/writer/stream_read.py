@@ -44,6 +44,10 @@ def spark_session(engine: str, jars: str | None) -> Any:
     """local[2] and a 4g driver for both engines; only the source's own set-up differs."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if engine == "meltwater":  # as meltwater.stream.local_session sets a local Spark up
+        from meltwater.stream.spark_home import use_local_spark_home
+
+        use_local_spark_home("local[2]")
     from pyspark.sql import SparkSession
 
     builder = (
