@@ -196,10 +196,17 @@ def _partition_may_be_in(manifest: ManifestFile, partition: tuple[Any, ...]) -> 
 
 @dataclass
 class _Touched:
-    """What a commit's delete files reach: partitions, named files, or everything."""
+    """What a commit's delete files reach: named files, partitions, or everything.
+
+    A file-scoped delete (a deletion vector, or a position delete file naming one data
+    file) reaches only that file; its partition is kept apart, for pruning manifests by
+    their partition summaries only. When every delete is file-scoped, the data manifests
+    need only be searched for those paths (`ManifestReader.entries_naming`).
+    """
 
     partitions: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
+    file_partitions: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
     everything: bool = False
 
     def add(self, delete: DataFile, specs) -> None:
@@ -210,19 +217,23 @@ class _Touched:
             self.everything = True
         elif target is not None and delete.content == FileContent.POSITION_DELETES:
             self.files.add(target)
-            self.partitions.add((delete.spec_id, delete.partition))
+            self.file_partitions.add((delete.spec_id, delete.partition))
         else:
             self.partitions.add((delete.spec_id, delete.partition))
 
     def is_empty(self) -> bool:
         return not (self.partitions or self.files or self.everything)
 
+    def only_files(self) -> bool:
+        """Every delete names its data file: nothing else in any partition is reached."""
+        return bool(self.files) and not self.partitions and not self.everything
+
     def may_hold(self, manifest: ManifestFile) -> bool:
         if self.everything:
             return True
         return any(spec_id == manifest.partition_spec_id
                    and _partition_may_be_in(manifest, partition)
-                   for spec_id, partition in self.partitions)
+                   for spec_id, partition in self.partitions | self.file_partitions)
 
     def reaches(self, file: DataFile) -> bool:
         if self.everything or file.file_path in self.files:
@@ -254,6 +265,11 @@ class IncrementalPlanner:
     def _entries(self, manifest: ManifestFile) -> tuple[ManifestEntry, ...]:
         self.stats.add(manifests_read=1)
         return self.reader.entries(manifest)
+
+    def _entries_naming(self, manifest: ManifestFile,
+                        paths: set[str]) -> tuple[ManifestEntry, ...]:
+        self.stats.add(manifests_read=1)
+        return self.reader.entries_naming(manifest, paths)
 
     def plan_commit(self, snapshot: Snapshot, ordinal: int, *,
                     appends_only: bool = False) -> CommitChanges:
@@ -307,7 +323,9 @@ class IncrementalPlanner:
                 if not touched.may_hold(manifest):
                     self.stats.add(manifests_skipped_by_partition=1)
                     continue
-                for entry in self._entries(manifest):
+                entries = (self._entries_naming(manifest, touched.files)
+                           if touched.only_files() else self._entries(manifest))
+                for entry in entries:
                     if (entry.status != EntryStatus.DELETED and not (
                             entry.status == EntryStatus.ADDED and entry.snapshot_id == sid)
                             and touched.reaches(entry.file)):

@@ -134,3 +134,41 @@ def test_a_v2_manifest_gains_row_ids_in_a_v3_snapshot_despite_the_cache(corpus):
     assert all(e.file.first_row_id is None for e in reader.entries(old))
     assert all(e.file.first_row_id is not None for e in reader.entries(carried)
                if e.file.content == FileContent.DATA)
+
+
+def _rewritten_in_small_blocks(manifest_path: str, target: Path) -> None:
+    """The same manifest, rewritten with fastavro into blocks of a few entries each."""
+    import fastavro
+
+    with open(manifest_path, "rb") as handle:
+        reader = fastavro.reader(handle)
+        schema, records = reader.writer_schema, list(reader)
+        metadata = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    with open(target, "wb") as out:
+        fastavro.writer(out, schema, records, codec="deflate", sync_interval=300,
+                        metadata=metadata)
+
+
+def test_entries_naming_equals_the_full_read_filtered(corpus, tmp_path):
+    from dataclasses import replace
+
+    import fastavro
+
+    table = load_table(corpus.scenarios["random_mix"].location)
+    reader = ManifestReader(table.metadata, table.io, ManifestCache())
+    manifest = max((m for m in reader.manifest_list(table.metadata.current_snapshot)
+                    if m.content == ManifestContent.DATA), key=lambda m: m.manifest_length)
+    small = replace(manifest, manifest_path=str(tmp_path / "small-blocks.avro"))
+    _rewritten_in_small_blocks(manifest.manifest_path, Path(small.manifest_path))
+    with open(small.manifest_path, "rb") as handle:
+        assert len(list(fastavro.block_reader(handle))) > 2, "the test needs several blocks"
+    every = ManifestReader(table.metadata, table.io, None).entries(small)
+    paths = [e.file.file_path for e in every]
+    for wanted in ([paths[0]], [paths[-1]], paths[1::3], ["nowhere.parquet"], []):
+        expected = tuple(e for e in every if e.file.file_path in wanted)
+        cold = ManifestReader(table.metadata, table.io, ManifestCache())
+        assert cold.entries_naming(small, wanted) == expected
+        assert cold.cache.misses == 0, "a partial read decodes blocks, not the manifest"
+        warm = ManifestReader(table.metadata, table.io, ManifestCache())
+        warm.entries(small)
+        assert warm.entries_naming(small, wanted) == expected
