@@ -449,7 +449,8 @@ class _CommitRun:
 
     def _payload(self, file: DataFile) -> _Payload | None:
         if file.file_path not in self._payloads:
-            self._payloads[file.file_path] = _Payload.load(file, self)
+            self._payloads[file.file_path] = (
+                None if _carries_no_rows(file) else _Payload.load(file, self))
         return self._payloads[file.file_path]
 
     # -- trusted equality deletes ------------------------------------------------------------
@@ -500,6 +501,19 @@ _POS = "__meltwater_pos"
 
 def _key_column(fid: int) -> str:
     return f"__meltwater_key_{fid}"
+
+
+def _carries_no_rows(file: DataFile) -> bool:
+    """Whether a position delete file's metrics show it has no `row` column.
+
+    Writers record metrics for the columns they write, Iceberg Java also for the `row`
+    struct's fields, so metrics on `file_path` and `pos` alone mean there is no payload
+    and the file need not be opened to look: the `DeleteLoader` opens it for its positions
+    anyway. Without metrics the file is opened. A wrong "no" would only cost the fast path
+    (the data file is read instead), never a wrong row.
+    """
+    seen = file.column_sizes.keys() | file.value_counts.keys() | file.null_value_counts.keys()
+    return bool(seen) and seen <= {FILE_PATH_ID, POS_ID}
 
 
 class _Payload:
