@@ -15,7 +15,8 @@ def _serve(args: argparse.Namespace) -> int:
 
         preflight(config)
         names = ", ".join(p.name for p in config.pipelines)
-        print(f"{args.config}: ok ({len(config.pipelines)} pipelines: {names})")
+        count = len(config.pipelines)
+        print(f"{args.config}: ok ({count} pipeline{'' if count == 1 else 's'}: {names})")
         return 0
     return serve(config)
 
