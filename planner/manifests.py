@@ -1,4 +1,4 @@
-"""Manifest lists and manifests, read with fastavro into `planner.files` models.
+"""Manifest lists and manifests, read with fastavro (`avro_files`) into `planner.files` models.
 
 Two spec rules live here because every reader of manifests needs them:
 - sequence number inheritance: an ADDED entry with a null (data or file) sequence number
@@ -21,11 +21,9 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 from decimal import Decimal
-from io import BytesIO
 from typing import Any
 
-import fastavro
-
+from meltwater.planner.avro_files import AvroFile
 from meltwater.planner.conversions import from_bytes
 from meltwater.planner.fileio import FileIO, FileNotFound
 from meltwater.planner.files import (
@@ -125,7 +123,7 @@ def _open_avro(io: FileIO, location: str, what: str):
     except FileNotFound:
         raise CorruptMetadata(f"{location}: {what} not found") from None
     try:
-        return fastavro.reader(BytesIO(data))
+        return AvroFile(data)
     except Exception as error:  # fastavro raises several unrelated types on bad input
         raise CorruptMetadata(f"{location}: not a readable Avro {what} ({error})") from None
 
@@ -270,26 +268,22 @@ def _read_manifest_naming(io: FileIO, manifest: ManifestFile, metadata: TableMet
                           ) -> tuple[ManifestEntry, ...]:
     """The entries whose file is one of `paths`, decoding only the Avro blocks that may hold one.
 
-    Decoding is what costs (a 1,500-entry manifest: about 50 ms in fastavro and bounds
-    decoding); inflating a block is about 0.1 ms. Avro stores strings as raw UTF-8, so a
-    block whose bytes contain none of the paths holds none of their entries and is skipped
-    undecoded: the work follows the blocks the paths live in, not the manifest's size.
+    Decoding is what costs (a 1,500-entry manifest: about 50 ms in fastavro); inflating a
+    block is about 0.1 ms. Avro stores strings as raw UTF-8, so a block whose bytes contain
+    none of the paths holds none of their entries and is skipped undecoded: the work
+    follows the blocks the paths live in, not the manifest's size.
     Blocks that do contain a path are decoded whole and matched exactly.
     """
     location = manifest.manifest_path
-    try:
-        data = io.read_bytes(location)
-    except FileNotFound:
-        raise CorruptMetadata(f"{location}: manifest not found") from None
+    avro = _open_avro(io, location, "manifest")
     needles = [p.encode() for p in paths]
     build = _Entries(manifest, metadata, decoder)
     found = []
     try:
-        for block in fastavro.block_reader(BytesIO(data)):
-            raw = block.bytes_.getvalue()
-            if not any(needle in raw for needle in needles):
+        for count, data in avro.blocks():
+            if not any(needle in data for needle in needles):
                 continue
-            for rec in block:
+            for rec in avro.records(count, data):
                 if rec["data_file"]["file_path"] in paths:
                     found.append(build.entry(rec))
     except (CorruptMetadata, UnsupportedFeature):
