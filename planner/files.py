@@ -1,13 +1,15 @@
 """What manifests say about files: data and delete file descriptions, entries, manifests.
 
 These are plain frozen dataclasses so that tasks built from them pickle to Spark executors.
-Column metrics (`lower_bounds`, `upper_bounds`) are already decoded from the spec's
-single-value binary form into internal values (see `meltwater.planner.types`), and
+Column metrics are read-only mappings by field id; bounds read as internal values (see
+`meltwater.planner.types`), decoded from the spec's single-value binary form on first
+lookup (`meltwater.planner.metric_maps`; they pickle as plain dicts), and
 partition values are tuples in the spec's field order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -41,12 +43,12 @@ class DataFile:
     partition: tuple[Any, ...]
     record_count: int
     file_size_in_bytes: int
-    column_sizes: dict[int, int] = field(default_factory=dict)
-    value_counts: dict[int, int] = field(default_factory=dict)
-    null_value_counts: dict[int, int] = field(default_factory=dict)
-    nan_value_counts: dict[int, int] = field(default_factory=dict)
-    lower_bounds: dict[int, Any] = field(default_factory=dict)
-    upper_bounds: dict[int, Any] = field(default_factory=dict)
+    column_sizes: Mapping[int, int] = field(default_factory=dict)
+    value_counts: Mapping[int, int] = field(default_factory=dict)
+    null_value_counts: Mapping[int, int] = field(default_factory=dict)
+    nan_value_counts: Mapping[int, int] = field(default_factory=dict)
+    lower_bounds: Mapping[int, Any] = field(default_factory=dict)
+    upper_bounds: Mapping[int, Any] = field(default_factory=dict)
     split_offsets: tuple[int, ...] | None = None
     equality_ids: tuple[int, ...] | None = None
     sort_order_id: int | None = None

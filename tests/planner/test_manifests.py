@@ -172,3 +172,18 @@ def test_entries_naming_equals_the_full_read_filtered(corpus, tmp_path):
         warm = ManifestReader(table.metadata, table.io, ManifestCache())
         warm.entries(small)
         assert warm.entries_naming(small, wanted) == expected
+
+
+def test_decoded_data_files_set_every_field_and_pickle(corpus):
+    import pickle
+    from dataclasses import fields
+
+    from meltwater.planner.files import DataFile
+
+    names = {f.name for f in fields(DataFile)}
+    for name in ("v3_deletion_vectors", "random_mix", "equality_deletes"):
+        table = load_table(corpus.scenarios[name].location)
+        reader = ManifestReader(table.metadata, table.io, ManifestCache())
+        for _, entry in _live(reader, table.metadata.current_snapshot):
+            assert set(vars(entry.file)) == names
+            assert pickle.loads(pickle.dumps(entry)) == entry
