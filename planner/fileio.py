@@ -90,6 +90,10 @@ class PyArrowFileIO:
                 handle.seek(offset)
             return handle.read() if length is None else handle.read(length)
 
+    def is_local(self, location: str) -> bool:
+        """Whether a location is on this machine's filesystem: reading it waits on no network."""
+        return isinstance(self.resolve(location)[0], pafs.LocalFileSystem)
+
     def exists(self, location: str) -> bool:
         fs, path = self.resolve(location)
         return fs.get_file_info(path).type != pafs.FileType.NotFound
