@@ -310,6 +310,7 @@ class ManifestCache:
         self._lock = threading.Lock()
         self._items: OrderedDict[object, tuple[ManifestEntry, ...]] = OrderedDict()
         self._size = 0
+        self._partial_reads: dict[object, int] = {}
         self.hits = 0
         self.misses = 0
 
@@ -340,9 +341,18 @@ class ManifestCache:
                 self.hits += 1
             return found
 
+    def partial_read(self, key: object) -> int:
+        """Count a partial read of a manifest not cached; how many there have been."""
+        with self._lock:
+            if len(self._partial_reads) > 10_000:  # only a hint: forgetting costs a decode
+                self._partial_reads.clear()
+            count = self._partial_reads[key] = self._partial_reads.get(key, 0) + 1
+            return count
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._partial_reads.clear()
             self._size = 0
 
 
@@ -386,14 +396,19 @@ class ManifestReader:
         For planning that knows which files it needs, such as a commit whose deletes all
         name their data file: the cost follows the files asked for, not the manifest. A
         cached manifest is filtered; otherwise only blocks that may hold the paths are
-        decoded (`_read_manifest_naming`), and the partial result is not cached. A v3
-        manifest whose data files inherit row ids in entry order is read whole, since an
-        entry's id depends on every entry before it.
+        decoded (`_read_manifest_naming`), and the partial result is not cached.
+
+        A manifest asked for a second time is decoded whole and cached instead: a stream
+        advancing one commit at a time asks every commit about the same base manifest,
+        and filtering a cached one costs less than decoding even one block again. A v3
+        manifest whose data files inherit row ids in entry order is always read whole,
+        since an entry's id depends on every entry before it.
         """
         wanted = frozenset(paths)
         key = (manifest.manifest_path, manifest.first_row_id)
         cached = self.cache.peek(key) if self.cache is not None else None
-        if cached is None and manifest.first_row_id is None:
+        if cached is None and manifest.first_row_id is None and (
+                self.cache is None or self.cache.partial_read(key) == 1):
             return _read_manifest_naming(self.io, manifest, self.metadata, self._decoder,
                                          wanted)
         entries = cached if cached is not None else self.entries(manifest)

@@ -169,6 +169,10 @@ def test_entries_naming_equals_the_full_read_filtered(corpus, tmp_path):
         cold = ManifestReader(table.metadata, table.io, ManifestCache())
         assert cold.entries_naming(small, wanted) == expected
         assert cold.cache.misses == 0, "a partial read decodes blocks, not the manifest"
+        assert cold.entries_naming(small, wanted) == expected
+        assert cold.cache.misses == 1, "asked again, the manifest is decoded and cached"
+        assert cold.entries_naming(small, wanted) == expected
+        assert cold.cache.misses == 1 and cold.cache.hits == 1
         warm = ManifestReader(table.metadata, table.io, ManifestCache())
         warm.entries(small)
         assert warm.entries_naming(small, wanted) == expected
