@@ -37,7 +37,7 @@ import contextlib
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.types import Schema
-from meltwater.stream.errors import CorruptDeleteFile, UnreadableFile
+from meltwater.stream.errors import CorruptDeleteFile, MeltwaterError, UnreadableFile
 from meltwater.stream.reader import FileProjection, open_source
 
 FILE_PATH_ID = 2147483546
@@ -54,7 +54,6 @@ POS_ID = 2147483545
 DV_MAGIC = b"\xd1\xd3\x39\x64"
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 _READ_BATCH = 1 << 20
-_PRELOAD_ROWS = 50_000_000  # positions bulk-loaded per scan at most (8 bytes each)
 
 
 class DeletionMask:
@@ -76,7 +75,9 @@ class DeletionMask:
         hi = bisect.bisect_left(self._view, first + n, lo)
         if lo == hi:
             return None
-        offsets = pc.subtract(self.positions.slice(lo, hi - lo), pa.scalar(first, pa.int64()))
+        offsets = self.positions.slice(lo, hi - lo)
+        if first:
+            offsets = pc.subtract(offsets, first)
         # scatter places each offset at its own index; every other slot stays null.
         return pc.is_null(pc.scatter(offsets, offsets, max_index=n - 1))
 
@@ -176,7 +177,6 @@ class DeleteLoader:
         self._cached_bytes = 0
         self._lock = threading.Lock()
         self._loading: dict[Any, threading.Lock] = {}
-        self._preloading: dict[str, threading.Event] = {}  # set once preloaded (or given up)
         self.reads = 0  # delete file reads, for tests and stats
 
     # -- cache ---------------------------------------------------------------------------
@@ -226,72 +226,22 @@ class DeleteLoader:
                 return pa.array([], pa.int64())
             key = ("dv", file.file_path, file.content_offset)
             return self._cached(key, lambda: _sized(read_deletion_vector(self.io, file)))
-        pending = self._preloading.get(file.file_path)
-        if pending is not None:
-            pending.wait()  # a background preload is reading it: use that read
         by_path = self._cached(("pos", file.file_path),
                                lambda: _sized_dict(read_position_deletes(self.io, file)))
         found = by_path.get(data_file_path)
         return found if found is not None else pa.array([], pa.int64())
 
-    def preload_positions(self, files: Sequence[DataFile], *, background: bool = False
-                          ) -> None:
-        """Read many Parquet position delete files in one multi-threaded Arrow scan.
-
-        A scan applies hundreds of small delete files; opening each from Python costs more
-        than its contents, and serializes threads on the GIL. Files that cannot be bulk
-        read this way (other formats, other filesystems, too many rows) are left to the
-        per-file path, which reads them on first use.
-
-        With `background`, the scan runs on a thread of its own and this returns at once:
-        files are read in the order given and each is cached as soon as it is read, and
-        `positions` of a file still being preloaded waits for it instead of reading it a
-        second time. Given in the order the data files will be read, the deletes then keep
-        ahead of the data and their read overlaps with it.
-        """
-        wanted: dict[str, DataFile] = {}
+    def read_positions(self, files: Sequence[DataFile]) -> None:
+        """Read position delete files and DVs into the cache now rather than on first use,
+        to choose when that small-file work runs (see `bulk_scan.read_chunk`). A file that
+        fails is left for its first use, which raises the error where the rows are read."""
         for file in files:
-            if (file.file_format == "PARQUET" and not file.is_deletion_vector
-                    and ("pos", file.file_path) not in self._cache):
-                wanted.setdefault(file.file_path, file)
-        if len(wanted) < 2 or sum(f.record_count for f in wanted.values()) > _PRELOAD_ROWS:
-            return
-        if not background:
-            self._preload(list(wanted))
-            return
-        pending = {location: threading.Event() for location in wanted}
-        with self._lock:
-            for location, event in pending.items():
-                self._preloading.setdefault(location, event)
-
-        def run() -> None:
-            try:
-                # Any failure leaves files uncached: the per-file path reads them on first
-                # use and reports the problem with the file's name.
-                with contextlib.suppress(Exception):
-                    self._preload(list(wanted), pending)
-            finally:
-                with self._lock:
-                    for location, event in pending.items():
-                        if self._preloading.get(location) is event:
-                            del self._preloading[location]
-                for event in pending.values():
-                    event.set()
-
-        threading.Thread(target=run, daemon=True, name="meltwater-preload-deletes").start()
-
-    def _preload(self, locations: list[str],
-                 pending: dict[str, threading.Event] | None = None) -> None:
-        for location, positions in _bulk_position_deletes(self.io, locations):
-            with self._lock:
-                key = ("pos", location)
-                if key not in self._cache:
-                    value, size = _sized_dict(positions)
-                    self._cache[key] = (value, size)
-                    self._cached_bytes += size
-                    self.reads += 1
-            if pending is not None and location in pending:
-                pending[location].set()
+            with contextlib.suppress(MeltwaterError):
+                if file.is_deletion_vector:
+                    self.positions(file, file.referenced_data_file or "")
+                else:
+                    self._cached(("pos", file.file_path), lambda file=file: _sized_dict(
+                        read_position_deletes(self.io, file)))
 
     # -- equality ------------------------------------------------------------------------
 
@@ -372,6 +322,9 @@ def _read_columns(io: FileIO, file: DataFile, field_ids: dict[int, str]) -> pa.T
 
 def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
     """Data file path -> sorted deleted positions, for one position delete file."""
+    found = _read_parquet_positions(io, file)
+    if found is not None:
+        return found
     try:
         table = _read_columns(io, file, {FILE_PATH_ID: "file_path", POS_ID: "pos"})
     except UnreadableFile as error:
@@ -395,71 +348,74 @@ def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
             for i, path in enumerate(grouped.column("path").to_pylist())}
 
 
-def _bulk_position_deletes(io: FileIO, locations: list[str]
-                           ) -> Iterator[tuple[str, dict[str, pa.Array]]]:
-    """Position delete files read together: (delete file, data file -> sorted positions),
-    file by file in the order given, each as soon as the scan has read it.
+def _read_parquet_positions(io: FileIO, file: DataFile) -> dict[str, pa.Array] | None:
+    """`read_position_deletes` for a Parquet file laid out as the spec says, with as little
+    work as possible, or None to leave the file to the general reader.
 
-    One Arrow dataset scan reads every file on Arrow's own threads, with no Python per file;
-    `scan_batches` tags each batch with its file and yields each file's batches in order,
-    one file after the other. Yields only the files it could read whole and check (columns
-    by the spec's reserved field ids, no nulls, sorted as the spec requires); anything else
-    is left to the per-file reader, which reports errors with the file's name.
+    A scan reads hundreds of small delete files, so their per-file cost counts: one footer
+    read without pre-buffering (a file this small gains nothing from coalesced reads on
+    the I/O pool), two top-level columns found by name and checked by field id, no projection
+    machinery, and `file_path` read dictionary-encoded, so a file-scoped delete file (one
+    data file, the common case) decodes no strings at all and its positions are used as
+    they come. Anything unusual, errors included, goes to the general reader, which names
+    the file in its errors.
     """
-    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     resolve = getattr(io, "resolve", None)
-    if resolve is None or not locations:
-        return
-    resolved = [resolve(location) for location in locations]
-    filesystem = resolved[0][0]
-    if any(fs is not filesystem for fs, _ in resolved):
-        return
-    back = {path: location for (_, path), location in zip(resolved, locations, strict=True)}
-
-    def finish(path: str, batches: list[pa.RecordBatch]) -> dict[str, pa.Array] | None:
-        if not batches or path not in back:
-            return None
-        table = pa.Table.from_batches(batches)
-        paths, positions = table.column("file_path"), table.column("pos")
-        if paths.null_count or positions.null_count:
-            return None
-        return _split_sorted_runs(paths.combine_chunks(), positions.combine_chunks())
-
+    if resolve is None or file.file_format.upper() != "PARQUET":
+        return None
     try:
-        dataset = ds.dataset([path for _, path in resolved], format="parquet",
-                             filesystem=filesystem)
-        if "file_path" not in dataset.schema.names or "pos" not in dataset.schema.names:
-            return
-        scan = dataset.scanner(columns=["file_path", "pos"]).scan_batches()
-        current: str | None = None
-        batches: list[pa.RecordBatch] = []
-        for tagged in scan:
-            path = tagged.fragment.path
-            if path != current:
-                if current is not None and (found := finish(current, batches)) is not None:
-                    yield back[current], found
-                current = path
-                ok = _reserved_ids(tagged.fragment.physical_schema)
-                batches = []
-            if ok:
-                batches.append(tagged.record_batch)
-        if current is not None and (found := finish(current, batches)) is not None:
-            yield back[current], found
-    except (OSError, pa.ArrowException):
-        return
+        filesystem, path = resolve(file.file_path)
+        with filesystem.open_input_file(path) as handle:
+            parquet = pq.ParquetFile(handle, read_dictionary=["file_path"], pre_buffer=False)
+            if not _reserved_ids(parquet.schema_arrow):
+                return None
+            table = parquet.read(columns=["file_path", "pos"], use_threads=False)
+        if table.num_rows == 0:
+            return {}
+        return _by_data_file(table)
+    except (OSError, pa.ArrowException, ValueError):
+        return None
+
+
+def _by_data_file(table: pa.Table) -> dict[str, pa.Array] | None:
+    """Data file path -> sorted positions, from one delete file's `file_path` (dictionary-
+    encoded) and `pos` columns; None when they cannot be used as read."""
+    paths, positions = table.column("file_path"), table.column("pos")
+    if (paths.null_count or positions.null_count or not pa.types.is_dictionary(paths.type)
+            or not pa.types.is_integer(positions.type)):
+        return None
+    names = {d.as_py() for chunk in paths.chunks for d in chunk.dictionary}
+    positions = positions.combine_chunks().cast(pa.int64())
+    if len(names) == 1 and all(len(chunk.dictionary) == 1 for chunk in paths.chunks):
+        return {names.pop(): _ascending(positions)}
+    decoded = pa.concat_arrays([chunk.dictionary_decode() for chunk in paths.chunks])
+    return _split_sorted_runs(decoded, positions)
+
+
+def _ascending(positions: pa.Array) -> pa.Array:
+    """Positions sorted, as the spec requires them to be already (then returned as is)."""
+    n = len(positions)
+    if n > 1 and not pc.all(pc.greater_equal(positions.slice(1),
+                                             positions.slice(0, n - 1))).as_py():
+        return _sorted_int64([positions])
+    return positions
 
 
 def _reserved_ids(schema: pa.Schema) -> bool:
-    """Whether a position delete file's `file_path` and `pos` carry the spec's field ids
-    (or no ids at all, matched by name like the per-file reader does)."""
+    """Whether a position delete file's `file_path` and `pos` carry the spec's field ids,
+    or the file has no field ids at all (both matched by name, as the general reader
+    does)."""
     from meltwater.stream.arrow_schema import field_id
+    from meltwater.stream.reader import _has_field_ids
 
     ids = {name: field_id(schema.field(name)) for name in ("file_path", "pos")
            if schema.get_field_index(name) >= 0}
     if len(ids) != 2:
         return False
-    return ids in ({"file_path": FILE_PATH_ID, "pos": POS_ID}, {"file_path": None, "pos": None})
+    return (ids == {"file_path": FILE_PATH_ID, "pos": POS_ID}
+            or not _has_field_ids(schema))
 
 
 def _split_sorted_runs(paths: pa.Array, positions: pa.Array) -> dict[str, pa.Array] | None:
@@ -474,11 +430,7 @@ def _split_sorted_runs(paths: pa.Array, positions: pa.Array) -> dict[str, pa.Arr
     result: dict[str, pa.Array] = {}
     start = 0
     for name, end in zip(names, ends, strict=True):
-        chunk = positions.slice(start, end - start)
-        ascending = pc.greater_equal(chunk.slice(1), chunk.slice(0, len(chunk) - 1))
-        if len(chunk) > 1 and not pc.all(ascending).as_py():
-            chunk = _sorted_int64([chunk])
-        result[name] = chunk
+        result[name] = _ascending(positions.slice(start, end - start))
         start = end
     return result
 

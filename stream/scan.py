@@ -7,7 +7,6 @@ Batches arrive in no particular order, as from any parallel Iceberg reader.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import queue
@@ -19,14 +18,13 @@ import pyarrow as pa
 
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.fileio import FileIO
-from meltwater.planner.files import DataFile
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.scan import TableScan
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
 from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.bulk_scan import BulkGroup, partition, read_group
+from meltwater.stream.bulk_scan import candidates, read_chunk
 from meltwater.stream.deletes import DeleteLoader
 from meltwater.stream.reader import read_task
 
@@ -49,24 +47,26 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
                threads: int | None = None, bulk: bool = True) -> Iterator[pa.RecordBatch]:
     """Batches of every task, in `projection` columns, read by a pool of threads.
 
-    With `bulk` (the default), Parquet tasks that map to the projection alike are read by
-    one Arrow dataset scan per group (`meltwater.stream.bulk_scan`), which keeps Python's
-    per-file work off the hot path; the others, and all of them without `bulk`, are read
-    task by task with `read_task`. Both give the same rows.
+    With `bulk` (the default), the Parquet tasks are cut into one share per thread, each
+    read by Arrow dataset scans (`meltwater.stream.bulk_scan.read_chunk`), which keeps
+    Python's per-file work off the hot path; the others, and all of them without `bulk`,
+    are read task by task with `read_task`. Both give the same rows.
     """
     names = [f.name for f in projection.fields]
     tasks = list(tasks)
+    threads = threads or default_threads()
     deletes = DeleteLoader(io)
-    position_files = [d.file for task in tasks for d in task.deletes if d.is_position]
-    groups, rest = _partition_while_preloading(deletes, position_files, tasks, read_schema, io,
-                                               bulk)
-    groups = _split_groups(groups, threads or default_threads())
-    jobs: list[Callable[[], Iterator[pa.RecordBatch]]] = [
-        functools.partial(read_group, group, read_schema, io, deletes, batch_size=batch_size)
-        for group in groups]
+    jobs: list[Callable[[], Iterator[pa.RecordBatch]]] = []
+    if bulk:
+        maybe, rest = candidates(tasks, read_schema, io)
+        jobs += [functools.partial(read_chunk, chunk, read_schema, io, deletes,
+                                   batch_size=batch_size)
+                 for chunk in _shares(maybe, threads)]
+    else:
+        rest = tasks
     jobs += [functools.partial(read_task, task, read_schema, io, batch_size=batch_size,
                                deletes=deletes) for task in rest]
-    threads = max(1, min(threads or default_threads(), len(jobs) or 1))
+    threads = max(1, min(threads, len(jobs) or 1))
     if threads == 1:
         for job in jobs:
             for batch in job():
@@ -119,43 +119,24 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
                     break
 
 
-def _split_groups(groups: list[BulkGroup], parts: int) -> list[BulkGroup]:
-    """Each bulk group cut into `parts` scans of whole tasks, one per reader thread.
+def _shares(tasks: list[FileScanTask], parts: int) -> list[list[FileScanTask]]:
+    """Tasks cut into at most `parts` runs of about equal bytes, one per reader thread.
 
     Arrow decodes a scan on its own threads, but masking and filtering the batches happens
-    in the thread consuming it; one scan per thread lets that work run in parallel too.
+    in the thread consuming it; one share per thread lets that work run in parallel too.
+    Each share is a run of consecutive tasks, so a task's pieces stay in one scan.
     """
-    if parts <= 1:
-        return groups
-    result: list[BulkGroup] = []
-    for group in groups:
-        tasks = sorted({piece.task for piece in group.pieces})
-        if len(tasks) < 2:
-            result.append(group)
-            continue
-        size = -(-len(tasks) // parts)
-        for start in range(0, len(tasks), size):
-            chosen = set(tasks[start:start + size])
-            result.append(dataclasses.replace(
-                group, pieces=[p for p in group.pieces if p.task in chosen]))
-    return result
-
-
-def _partition_while_preloading(deletes: DeleteLoader, position_files: list[DataFile],
-                                tasks: list[FileScanTask], read_schema: Schema, io: FileIO,
-                                bulk: bool) -> tuple[list[BulkGroup], list[FileScanTask]]:
-    """Start bulk-reading the position delete files, then read the data files' footers.
-
-    For the bulk path the deletes are read in the background, in task order, each cached as
-    soon as it is read: they overlap with the footers and with the data scan, and a batch
-    only waits for its own file's deletes (measured faster than finishing the preload
-    before scanning, which adds the whole delete read to the time to the first batch).
-    """
-    if not bulk:
-        deletes.preload_positions(position_files)
-        return [], tasks
-    deletes.preload_positions(position_files, background=True)
-    return partition(tasks, read_schema, io)
+    if not tasks:
+        return []
+    total = sum(max(1, task.size_in_bytes) for task in tasks)
+    shares: list[list[FileScanTask]] = [[]]
+    done = 0
+    for task in tasks:
+        if shares[-1] and done >= total * len(shares) / parts:
+            shares.append([])
+        shares[-1].append(task)
+        done += max(1, task.size_in_bytes)
+    return shares
 
 
 @dataclass

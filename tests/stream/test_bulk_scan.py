@@ -281,17 +281,15 @@ def test_a_file_broken_after_planning_raises_a_typed_error_naming_it(tmp_path) -
     assert victim.file_path in message and "\n" not in message
 
 
-def test_background_preload_of_position_deletes(tmp_path) -> None:
+def test_position_deletes_read_ahead_are_read_once(tmp_path) -> None:
     files = [_ids_file(tmp_path, 5, f"d{i}.parquet") for i in range(3)]
     deletes = [position_deletes(tmp_path / f"pos{i}.parquet", [(f.file_path, i)])
                for i, f in enumerate(files)]
-    for background in (False, True):
-        loader = DeleteLoader(IO)
-        loader.preload_positions(deletes, background=background)
-        masks = [loader.deletion_mask([d], f.file_path) for d, f in zip(deletes, files,
-                                                                         strict=True)]
-        assert [m.positions.to_pylist() for m in masks] == [[0], [1], [2]]
-        assert loader.reads == 3  # all three from the one bulk scan, none read again
+    loader = DeleteLoader(IO)
+    loader.read_positions(deletes)
+    masks = [loader.deletion_mask([d], f.file_path) for d, f in zip(deletes, files, strict=True)]
+    assert [m.positions.to_pylist() for m in masks] == [[0], [1], [2]]
+    assert loader.reads == 3  # each read ahead once, none read again
 
 
 # -- the corpus --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers import (
     F,
@@ -22,6 +23,7 @@ from meltwater.planner.files import DataFile, FileContent
 from meltwater.stream.deletes import (
     DeleteLoader,
     DeletionMask,
+    _read_parquet_positions,
     read_deletion_vector,
 )
 from meltwater.stream.errors import CorruptDeleteFile
@@ -74,6 +76,51 @@ def test_cache_is_bounded_and_evicts_least_recently_used(tmp_path) -> None:
     assert loader.reads == 3
     loader.positions(files[0], "a")
     assert loader.reads == 4
+
+
+POSITION_LAYOUTS = {
+    "one data file": [("a", 1), ("a", 4), ("a", 9)],
+    "one data file, positions unsorted": [("a", 9), ("a", 1), ("a", 4)],
+    "sorted by path": [("a", 2), ("a", 3), ("b", 0), ("c", 7), ("c", 8)],
+    "not sorted by path": [("b", 1), ("a", 2), ("b", 0)],
+}
+
+
+@pytest.mark.parametrize("layout", POSITION_LAYOUTS)
+@pytest.mark.parametrize("with_ids", [True, False], ids=["field ids", "names only"])
+@pytest.mark.parametrize("row_group_size", [None, 2], ids=["one row group", "row groups of 2"])
+def test_position_deletes_read_alike_in_every_layout(tmp_path, layout, with_ids,
+                                                     row_group_size) -> None:
+    """The fast Parquet path (dictionary-encoded `file_path`, one row group or several,
+    each with its own dictionary) and the general reader it falls back to agree."""
+    entries = POSITION_LAYOUTS[layout]
+    fields = ([F("file_path", pa.string(), 2147483546, False),
+               F("pos", pa.int64(), 2147483545, False)] if with_ids
+              else [pa.field("file_path", pa.string(), False), pa.field("pos", pa.int64(), False)])
+    table = pa.Table.from_pylist([{"file_path": f, "pos": p} for f, p in entries],
+                                 schema=pa.schema(fields))
+    path = tmp_path / "pos.parquet"
+    pq.write_table(table, path, row_group_size=row_group_size)
+    file = DataFile(FileContent.POSITION_DELETES, str(path), "PARQUET", 0, (), len(entries),
+                    path.stat().st_size)
+    loader = DeleteLoader(IO)
+    for data_file in [*sorted({f for f, _ in entries}), "elsewhere"]:
+        expected = sorted(p for f, p in entries if f == data_file)
+        assert loader.positions(file, data_file).to_pylist() == expected
+    assert loader.reads == 1
+    fast = _read_parquet_positions(IO, file)  # None: the general reader was needed
+    assert (fast is None) == (layout == "not sorted by path")
+
+
+def test_position_delete_file_with_null_positions_is_corrupt(tmp_path) -> None:
+    schema = pa.schema([F("file_path", pa.string(), 2147483546),
+                        F("pos", pa.int64(), 2147483545)])
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"file_path": ["a", "a"], "pos": [1, None]}, schema=schema), path)
+    file = DataFile(FileContent.POSITION_DELETES, str(path), "PARQUET", 0, (), 2,
+                    path.stat().st_size)
+    with pytest.raises(CorruptDeleteFile, match=r"nulls\.parquet.*null"):
+        DeleteLoader(IO).positions(file, "a")
 
 
 def test_unreadable_position_delete_file_names_the_file(tmp_path) -> None:
