@@ -234,8 +234,18 @@ class DeleteLoader:
     def read_positions(self, files: Sequence[DataFile]) -> None:
         """Read position delete files and DVs into the cache now rather than on first use,
         to choose when that small-file work runs (see `bulk_scan.read_chunk`). A file that
-        fails is left for its first use, which raises the error where the rows are read."""
+        fails is left for its first use, which raises the error where the rows are read.
+        Stops once the files read ahead by this call would fill half the cache (8 bytes a
+        position), so what one reader thread reads ahead is not evicted before it is used."""
+        budget = self.max_cache_bytes // 2
+        seen: set[tuple[str, int | None]] = set()
         for file in files:
+            if (file.file_path, file.content_offset) in seen:
+                continue
+            seen.add((file.file_path, file.content_offset))
+            budget -= 8 * (file.record_count or 0)
+            if budget < 0:
+                return
             with contextlib.suppress(MeltwaterError):
                 if file.is_deletion_vector:
                     self.positions(file, file.referenced_data_file or "")
@@ -387,7 +397,9 @@ def _by_data_file(table: pa.Table) -> dict[str, pa.Array] | None:
             or not pa.types.is_integer(positions.type)):
         return None
     names = {d.as_py() for chunk in paths.chunks for d in chunk.dictionary}
-    positions = positions.combine_chunks().cast(pa.int64())
+    positions = positions.chunk(0) if positions.num_chunks == 1 else positions.combine_chunks()
+    if positions.type != pa.int64():
+        positions = positions.cast(pa.int64())
     if len(names) == 1 and all(len(chunk.dictionary) == 1 for chunk in paths.chunks):
         return {names.pop(): _ascending(positions)}
     decoded = pa.concat_arrays([chunk.dictionary_decode() for chunk in paths.chunks])

@@ -290,6 +290,9 @@ def test_position_deletes_read_ahead_are_read_once(tmp_path) -> None:
     masks = [loader.deletion_mask([d], f.file_path) for d, f in zip(deletes, files, strict=True)]
     assert [m.positions.to_pylist() for m in masks] == [[0], [1], [2]]
     assert loader.reads == 3  # each read ahead once, none read again
+    small = DeleteLoader(IO, max_cache_bytes=40)  # room to read ahead two one-row files
+    small.read_positions(deletes)
+    assert small.reads == 2
 
 
 # -- the corpus --------------------------------------------------------------------------------
