@@ -43,6 +43,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from meltwater.planner.delete_index import referenced_data_file
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.types import Schema
@@ -364,42 +365,55 @@ def _read_parquet_positions(io: FileIO, file: DataFile) -> dict[str, pa.Array] |
 
     A scan reads hundreds of small delete files, so their per-file cost counts: one footer
     read without pre-buffering (a file this small gains nothing from coalesced reads on
-    the I/O pool), two top-level columns found by name and checked by field id, no projection
-    machinery, and `file_path` read dictionary-encoded, so a file-scoped delete file (one
-    data file, the common case) decodes no strings at all and its positions are used as
-    they come. Anything unusual, errors included, goes to the general reader, which names
-    the file in its errors.
+    the I/O pool), two top-level columns found by name and checked by field id, no
+    projection machinery. A file scoped to one data file by its manifest entry (its
+    `referenced_data_file`, or equal `file_path` bounds, which the planner already trusts
+    to match it to that one data file) has only `pos` read: half the cost of a file.
+    Otherwise `file_path` is read dictionary-encoded, so a file naming one data file
+    decodes no strings. Anything unusual, errors included, goes to the general reader,
+    which names the file in its errors.
     """
     import pyarrow.parquet as pq
 
     resolve = getattr(io, "resolve", None)
     if resolve is None or file.file_format.upper() != "PARQUET":
         return None
+    scoped = referenced_data_file(file)
     try:
         filesystem, path = resolve(file.file_path)
         with filesystem.open_input_file(path) as handle:
-            parquet = pq.ParquetFile(handle, read_dictionary=["file_path"], pre_buffer=False)
+            parquet = pq.ParquetFile(handle, pre_buffer=False,
+                                     read_dictionary=None if scoped else ["file_path"])
             if not _reserved_ids(parquet.schema_arrow):
                 return None
-            table = parquet.read(columns=["file_path", "pos"], use_threads=False)
+            table = parquet.read(columns=["pos"] if scoped else ["file_path", "pos"],
+                                 use_threads=False)
         if table.num_rows == 0:
             return {}
-        return _by_data_file(table)
+        if scoped is None:
+            return _by_data_file(table)
+        positions = _int64_positions(table.column("pos"))
+        return None if positions is None else {scoped: _ascending(positions)}
     except (OSError, pa.ArrowException, ValueError):
         return None
+
+
+def _int64_positions(positions: pa.ChunkedArray) -> pa.Array | None:
+    """A `pos` column as one int64 array, or None when it has nulls or is not integers."""
+    if positions.null_count or not pa.types.is_integer(positions.type):
+        return None
+    positions = positions.chunk(0) if positions.num_chunks == 1 else positions.combine_chunks()
+    return positions if positions.type == pa.int64() else positions.cast(pa.int64())
 
 
 def _by_data_file(table: pa.Table) -> dict[str, pa.Array] | None:
     """Data file path -> sorted positions, from one delete file's `file_path` (dictionary-
     encoded) and `pos` columns; None when they cannot be used as read."""
-    paths, positions = table.column("file_path"), table.column("pos")
-    if (paths.null_count or positions.null_count or not pa.types.is_dictionary(paths.type)
-            or not pa.types.is_integer(positions.type)):
+    paths = table.column("file_path")
+    positions = _int64_positions(table.column("pos"))
+    if positions is None or paths.null_count or not pa.types.is_dictionary(paths.type):
         return None
     names = {d.as_py() for chunk in paths.chunks for d in chunk.dictionary}
-    positions = positions.chunk(0) if positions.num_chunks == 1 else positions.combine_chunks()
-    if positions.type != pa.int64():
-        positions = positions.cast(pa.int64())
     if len(names) == 1 and all(len(chunk.dictionary) == 1 for chunk in paths.chunks):
         return {names.pop(): _ascending(positions)}
     decoded = pa.concat_arrays([chunk.dictionary_decode() for chunk in paths.chunks])

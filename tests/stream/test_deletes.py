@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pyarrow as pa
@@ -110,6 +111,19 @@ def test_position_deletes_read_alike_in_every_layout(tmp_path, layout, with_ids,
     assert loader.reads == 1
     fast = _read_parquet_positions(IO, file)  # None: the general reader was needed
     assert (fast is None) == (layout == "not sorted by path")
+
+
+def test_file_scoped_delete_file_is_read_by_its_positions_alone(tmp_path) -> None:
+    """Scoped by `referenced_data_file` or by equal `file_path` bounds (as Iceberg Java
+    writes them), a delete file needs only its `pos` column read."""
+    written = position_deletes(tmp_path / "pos.parquet", [("a", 9), ("a", 2), ("a", 5)])
+    by_reference = dataclasses.replace(written, referenced_data_file="a")
+    by_bounds = dataclasses.replace(written, lower_bounds={2147483546: "a"},
+                                    upper_bounds={2147483546: "a"})
+    for file in (by_reference, by_bounds):
+        found = _read_parquet_positions(IO, file)
+        assert {k: v.to_pylist() for k, v in found.items()} == {"a": [2, 5, 9]}
+        assert DeleteLoader(IO).positions(file, "a").to_pylist() == [2, 5, 9]
 
 
 def test_position_delete_file_with_null_positions_is_corrupt(tmp_path) -> None:
