@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from meltwater.planner.metadata import Table
 from meltwater.service.config import PipelineConfig
-from meltwater.service.table_head import TableHead
 
 
 def ledger_name(name: str, checkpoint: str) -> str:
@@ -30,13 +28,13 @@ def open_mirror(pipeline: PipelineConfig) -> Any:
                      pipeline=ledger_name(pipeline.name, pipeline.checkpoint))
 
 
-def check_mirror(pipeline: PipelineConfig, table: Table) -> None:
+def check_mirror(pipeline: PipelineConfig) -> None:
     """Open the mirror once (connect, create or check its table, resolve the key): what can
     fail there fails before the service starts."""
     open_mirror(pipeline).close()
 
 
-def mirror_writer(frame: Any, pipeline: PipelineConfig, head: TableHead) -> Any:
+def mirror_writer(frame: Any, pipeline: PipelineConfig) -> Any:
     """`frame.writeStream.foreachBatch(...)` applying each micro-batch to the mirror."""
     from meltwater.sinks.spark_writer import foreach_batch
 

@@ -122,7 +122,7 @@ class PipelineRun:
             return console_writer(frame, sink.options)
         from meltwater.service.mirror_sink import mirror_writer
 
-        return mirror_writer(frame, self.config, self.head)
+        return mirror_writer(frame, self.config)
 
     def stop(self, timeout_s: float) -> None:
         """Let a running batch finish for up to `timeout_s`, then stop the query."""
@@ -159,17 +159,10 @@ class PipelineRun:
         self._update_lag()
 
     def _new_progress(self) -> list[dict[str, Any]]:
-        fresh = []
-        for progress in self.query.recentProgress:
-            batch = int(progress.get("batchId", -1))
-            if batch > self.last_batch and (progress.get("numInputRows", 0)
-                                            or progress.get("sources")):
-                fresh.append(progress)
-        return [p for p in fresh if self._is_batch(p)]
-
-    def _is_batch(self, progress: dict[str, Any]) -> bool:
-        durations = progress.get("durationMs") or {}
-        return "addBatch" in durations  # idle progress reports carry no batch
+        """Progress reports of batches not recorded yet (idle reports carry no addBatch)."""
+        return [p for p in self.query.recentProgress
+                if int(p.get("batchId", -1)) > self.last_batch
+                and "addBatch" in (p.get("durationMs") or {})]
 
     def _record(self, progress: dict[str, Any]) -> None:
         name = self.config.name

@@ -14,9 +14,7 @@ Order matters for the promises the service makes:
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +38,7 @@ def preflight(config: ServiceConfig) -> None:
     for index, pipeline in enumerate(config.pipelines):
         where = f"{config.source}: pipelines[{index}]"
         try:
-            table = load_table(pipeline.table)
+            load_table(pipeline.table)
         except MeltwaterError as error:
             raise ConfigError(f"{where}.table: {error}") from None
         if "://" not in pipeline.checkpoint:
@@ -51,7 +49,7 @@ def preflight(config: ServiceConfig) -> None:
             from meltwater.service.mirror_sink import check_mirror
 
             try:
-                check_mirror(pipeline, table)
+                check_mirror(pipeline)
             except MeltwaterError as error:
                 raise ConfigError(f"{where}.sink: {error}") from None
 
@@ -65,27 +63,26 @@ def _creatable(path: Path) -> bool:
 
 
 def spark_session(config: ServiceConfig) -> Any:
-    """The service's SparkSession: the configured master, or spark-submit's when none."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    """The service's SparkSession: a local one for a configured master (as
+    `meltwater.stream.local_session` builds it), else the one spark-submit configured."""
+    conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
+            "spark.sql.streaming.stopTimeout": "60s"}
+    if config.spark_master:
+        from meltwater.stream.spark_home import local_session
 
-    from meltwater.stream.spark_home import use_local_spark_home
-    from meltwater.stream.spark_source import register
+        conf["spark.sql.shuffle.partitions"] = "2"
+        spark = local_session(config.spark_master, "meltwater", {**conf, **config.spark_conf})
+    else:
+        from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("meltwater")
-    defaults = {"spark.ui.showConsoleProgress": "false",
-                "spark.sql.session.timeZone": "UTC",
-                "spark.sql.streaming.stopTimeout": "60s"}
-    if config.spark_master:  # ours to configure; under spark-submit, spark-submit's
-        use_local_spark_home(config.spark_master)
-        builder = builder.master(config.spark_master)
-        defaults["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
-        defaults["spark.sql.shuffle.partitions"] = "2"
-    for key, value in {**defaults, **config.spark_conf}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        from meltwater.stream.spark_source import register
+
+        builder = SparkSession.builder.appName("meltwater")
+        for key, value in {**conf, **config.spark_conf}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        register(spark)
     spark.sparkContext.setLogLevel("WARN")
-    register(spark)
     return spark
 
 
@@ -118,7 +115,7 @@ class Service:
         try:
             self.spark = spark_session(config)
             self.runs = [PipelineRun(self.spark, p, self.metrics, self.health,
-                                     TableHead(p.table)) for p in config.pipelines]
+                                     TableHead(p.table).start()) for p in config.pipelines]
             for run in self.runs:
                 self.health.update(run.config.name, state="starting")
                 if not self.stopping.is_set():
@@ -138,6 +135,7 @@ class Service:
     def shutdown(self) -> None:
         for run in self.runs:
             run.stop(self.config.shutdown_timeout_s)
+            run.head.close()
         if self.runs:
             self.display.show(self.runs)
         if self.spark is not None:

@@ -1,46 +1,37 @@
 """The newest state of a table as the service knows it: for lag and progress, not for reading.
 
-Re-reads the table's metadata only when its current metadata file changed, so the service
-loop can ask every half second without reading a JSON document each time. Lag is measured
-along the current snapshot's ancestry: the snapshots after the one the sink reached, and the
-age of the oldest of them.
+Backed by the table's `SnapshotWatcher`, so the service loop can ask twice a second, per
+pipeline, without touching the file system: the watcher rereads the metadata only when a
+commit lands. Lag is measured along the current snapshot's ancestry: the snapshots after
+the one the sink reached, and the age of the oldest of them.
 """
 
 from __future__ import annotations
 
 import time
 
-from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.fileio import FileIO, PyArrowFileIO
-from meltwater.planner.metadata import (
-    Snapshot,
-    TableMetadata,
-    find_metadata_location,
-    read_metadata,
-)
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.metadata import Snapshot, TableMetadata
+from meltwater.stream.watcher import SnapshotWatcher
 
 
 class TableHead:
-    """A table's current metadata, refreshed on demand."""
+    """A table's current metadata, as its watcher last read it."""
 
     def __init__(self, location: str, io: FileIO | None = None) -> None:
         self.location = location
-        self.io = io or PyArrowFileIO()
-        self._metadata_location: str | None = None
-        self._metadata: TableMetadata | None = None
+        self.watcher = SnapshotWatcher(location, io=io, queue_size=0)  # state only, no events
 
-    def refresh(self) -> TableMetadata:
-        location = find_metadata_location(self.location, self.io)
-        if location != self._metadata_location or self._metadata is None:
-            self._metadata = read_metadata(location, self.io)
-            self._metadata_location = location
-        return self._metadata
+    def start(self) -> TableHead:
+        self.watcher.start()
+        return self
+
+    def close(self) -> None:
+        self.watcher.stop()
 
     def metadata(self) -> TableMetadata | None:
-        try:
-            return self.refresh()
-        except MeltwaterError:
-            return self._metadata  # a table mid-commit or gone: keep the last known state
+        state = self.watcher.latest
+        return None if state is None else state.metadata
 
     def pending(self, reached: int | None) -> list[Snapshot]:
         """Snapshots of the current lineage after `reached`, oldest first."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from meltwater.sinks.errors import SinkError
+
 DEFAULT_PARTITIONING = ("_commit_snapshot_id",)
 
 
@@ -22,9 +24,7 @@ def archive_writer(frame: Any, kind: str, options: Mapping[str, Any]) -> Any:
     partitioning = list(options.get("partition-by") or DEFAULT_PARTITIONING)
     unknown = [c for c in partitioning if c not in frame.columns]
     if unknown:
-        from meltwater.planner.errors import MeltwaterError
-
-        raise MeltwaterError(f"archive sink: partition-by column {unknown[0]!r} is not a "
+        raise SinkError(f"archive sink: partition-by column {unknown[0]!r} is not a "
                              f"column of the change stream ({', '.join(frame.columns)})")
     return (frame.writeStream.format(kind).outputMode("append")
             .option("path", str(options["path"])).partitionBy(*partitioning))

@@ -67,7 +67,7 @@ def local_spark_home() -> str | None:
 
 def use_local_spark_home(master: str | None) -> str | None:
     """Point SPARK_HOME at `local_spark_home()` before a local session's JVM starts."""
-    if master is None or not master.startswith(("local", "local-cluster")):
+    if master is None or not master.startswith("local"):  # local[N] and local-cluster
         return None
     home = local_spark_home()
     if home is not None:
