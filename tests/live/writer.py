@@ -35,33 +35,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-CATALOG = "live"
-NAMESPACE = "db"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "corpus" / "writer"))
+
+from generate import spark_session  # the corpus writer's session and catalog
+from recorder import CATALOG, NAMESPACE
+
 REGIONS = ("north", "south", "east", "west")
 KINDS = ("append", "delete", "update", "equality", "upsert")
 KIND_WEIGHTS = (4, 2, 3, 2, 2)
-
-
-def spark_session(warehouse: Path, jars: str):
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[1]")
-        .appName("meltwater-live-writer")
-        .config("spark.jars", jars)
-        .config("spark.sql.extensions",
-                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
-        .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
-        .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(warehouse))
-        .config(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "512m")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .getOrCreate()
-    )
 
 
 class LiveTable:
