@@ -17,28 +17,21 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.expressions import TRUE, Expression, bind
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.incremental import ChangeRange, IncrementalPlanner, resolve_range
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
-from meltwater.planner.types import LONG, NestedField, Schema
+from meltwater.planner.types import Schema
 from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.deletes import DeleteLoader
-from meltwater.stream.reconstruction import ChangeOptions, metadata_fields, reconstruct_range
-
-ROW_ID_ID = 2147483540
-LAST_UPDATED_ID = 2147483539
-LINEAGE_FIELDS = (NestedField(ROW_ID_ID, "_row_id", LONG, False),
-                  NestedField(LAST_UPDATED_ID, "_last_updated_sequence_number", LONG, False))
-LINEAGE_IDS = frozenset({ROW_ID_ID, LAST_UPDATED_ID})
-METADATA_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id",
-                    "_commit_sequence_number", "_commit_timestamp")
-
-
-class ChangeOptionError(MeltwaterError):
-    """A change-read option is invalid (unknown column, contradictory choices)."""
+from meltwater.stream.change_schema import (
+    LINEAGE_FIELDS,
+    LINEAGE_IDS,
+    METADATA_COLUMNS,
+    ROW_ID_ID,
+    ChangeOptionError,
+    ChangeOptions,
+)
 
 
 @dataclass
@@ -56,6 +49,8 @@ class ChangeFeed:
 
     @property
     def output_schema(self) -> pa.Schema:
+        from meltwater.stream.reconstruction import metadata_fields
+
         table_columns = to_arrow_schema(self._selected())
         return pa.schema(list(table_columns) + metadata_fields())
 
@@ -67,6 +62,10 @@ class ChangeFeed:
         return selected
 
     def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
+        # Imported here: planning a feed (as a stream's driver does) needs no data reader.
+        from meltwater.stream.deletes import DeleteLoader
+        from meltwater.stream.reconstruction import reconstruct_range
+
         planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
         commits = planner.plan(self.change_range, appends_only=self.appends_only)
         names = [f.name for f in self._selected().fields] + list(METADATA_COLUMNS)

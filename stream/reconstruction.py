@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +56,6 @@ from meltwater.planner.change_tasks import (
     DeletedDataFileTask,
     DeletedRowsTask,
 )
-from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
@@ -65,6 +63,11 @@ from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema, StructType
 from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
 from meltwater.stream.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
+from meltwater.stream.change_schema import (  # noqa: F401  (re-exported: defined there)
+    EQUALITY_DELETE_MODES,
+    ChangeOptionError,
+    ChangeOptions,
+)
 from meltwater.stream.deletes import FILE_PATH_ID, POS_ID, DeleteLoader
 from meltwater.stream.reader import (
     DEFAULT_BATCH_SIZE,
@@ -92,45 +95,6 @@ ROW_ID = 2147483544  # the `row` column of position delete files: the deleted ro
 CHANGE_TYPE_ID = 2147483543
 CHANGE_ORDINAL_ID = 2147483542
 COMMIT_SNAPSHOT_ID_ID = 2147483541
-EQUALITY_DELETE_MODES = ("resolve", "trust-payload")
-
-
-class ChangeOptionError(MeltwaterError):
-    """An invalid change option value."""
-
-
-@dataclass(frozen=True)
-class ChangeOptions:
-    """How change rows are shaped.
-
-    `identifier_field_ids` is resolved by the caller (the table's identifier fields, or
-    the user's columns); update pairing needs it and `compute_updates`.
-    """
-
-    net: bool = False  # collapse a range to each row's net effect (see `reconstruct_range`)
-    compute_updates: bool = False  # DELETE + INSERT of one key -> UPDATE_BEFORE/UPDATE_AFTER
-    identifier_field_ids: tuple[int, ...] | None = None
-    keep_carryover: bool = False  # keep rows deleted and re-inserted unchanged in a commit
-    equality_deletes: str = "resolve"  # or "trust-payload" (see the module doc)
-    change_type_names: str = "iceberg"  # or "delta": insert, delete, update_pre/postimage
-
-    def __post_init__(self) -> None:
-        if self.equality_deletes not in EQUALITY_DELETE_MODES:
-            raise ChangeOptionError(
-                f"unknown equality-deletes mode {self.equality_deletes!r} (choose from "
-                f"{', '.join(EQUALITY_DELETE_MODES)})")
-        if self.change_type_names not in CHANGE_TYPE_NAMES:
-            raise ChangeOptionError(
-                f"unknown change type names {self.change_type_names!r} (choose from "
-                f"{', '.join(CHANGE_TYPE_NAMES)})")
-        if self.identifier_field_ids is not None:
-            object.__setattr__(self, "identifier_field_ids", tuple(self.identifier_field_ids))
-
-    @property
-    def pairs_updates(self) -> bool:
-        return self.compute_updates and bool(self.identifier_field_ids)
-
-
 def _meta_field(name: str, type_: pa.DataType, fid: int | None) -> pa.Field:
     metadata = {FIELD_ID_KEY: str(fid).encode()} if fid is not None else None
     return pa.field(name, type_, nullable=False, metadata=metadata)

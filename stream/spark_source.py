@@ -65,14 +65,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from meltwater.planner.metadata import load_table
-from meltwater.stream.spark_batch import (
-    MeltwaterBatchReader,
-    resolve_read,
-    spark_schema,
-    wants_change_schema,
-)
 from meltwater.stream.spark_options import table_location
+
+# `spark_batch` (readers, reconstruction, pyarrow.compute) is imported where it is used:
+# Spark unpickles this module's data source in a fresh Python process for the driver side
+# of every streaming query, which only needs `spark_stream` and the planner.
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -85,6 +82,8 @@ class MeltwaterDataSource(DataSource):
         return "meltwater"
 
     def schema(self) -> StructType:
+        from meltwater.stream.spark_batch import resolve_read, spark_schema
+
         read = resolve_read(self.options)
         # Pin the metadata file: the reader plans against the table this schema describes,
         # even when a commit lands between analysis and planning.
@@ -92,6 +91,8 @@ class MeltwaterDataSource(DataSource):
         return spark_schema(read.arrow_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from meltwater.stream.spark_batch import MeltwaterBatchReader
+
         return MeltwaterBatchReader(self.options, schema,
                                     getattr(self, "_metadata_location", None))
 
@@ -104,6 +105,9 @@ class MeltwaterDataSource(DataSource):
 def change_schema_for(options: Mapping[str, str]) -> StructType:
     """The schema of change rows for these options: the table schema of the range's end
     (the current snapshot when no end is given) and the change metadata columns."""
+    from meltwater.planner.metadata import load_table
+    from meltwater.stream.spark_batch import resolve_read, spark_schema
+
     table = load_table(table_location(options))
     return spark_schema(resolve_read(options, changes=True, table=table).arrow_schema)
 
@@ -115,4 +119,4 @@ def register(spark: Any) -> None:
     spark.conf.set(PUSHDOWN_CONF, "true")
 
 
-__all__ = ["MeltwaterDataSource", "change_schema_for", "register", "wants_change_schema"]
+__all__ = ["MeltwaterDataSource", "change_schema_for", "register"]

@@ -59,6 +59,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from meltwater.stream.change_feed import METADATA_COLUMNS
+from meltwater.stream.change_schema import ChangeOptions
 from meltwater.stream.offsets import (
     UNLIMITED,
     Budget,
@@ -68,7 +69,6 @@ from meltwater.stream.offsets import (
     StreamOffset,
     pack_parts,
 )
-from meltwater.stream.reconstruction import ChangeOptions
 from meltwater.stream.spark_options import stream_read
 
 log = logging.getLogger(__name__)

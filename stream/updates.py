@@ -42,30 +42,21 @@ import pyarrow.compute as pc
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.stream.arrow_schema import field_id
+from meltwater.stream.change_schema import (  # noqa: F401  (re-exported: the names live there)
+    CHANGE_ORDINAL,
+    CHANGE_TYPE,
+    CHANGE_TYPE_NAMES,
+    COMMIT_SEQUENCE_NUMBER,
+    COMMIT_SNAPSHOT_ID,
+    COMMIT_TIMESTAMP,
+    DELETE,
+    INSERT,
+    LINEAGE_COLUMNS,
+    METADATA_COLUMNS,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+)
 
-CHANGE_TYPE = "_change_type"
-CHANGE_ORDINAL = "_change_ordinal"
-COMMIT_SNAPSHOT_ID = "_commit_snapshot_id"
-COMMIT_SEQUENCE_NUMBER = "_commit_sequence_number"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-METADATA_COLUMNS = (CHANGE_TYPE, CHANGE_ORDINAL, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER,
-                    COMMIT_TIMESTAMP)
-
-LINEAGE_COLUMNS = ("_row_id", "_last_updated_sequence_number")
-
-INSERT = "INSERT"
-DELETE = "DELETE"
-UPDATE_BEFORE = "UPDATE_BEFORE"
-UPDATE_AFTER = "UPDATE_AFTER"
-
-# Change type names by vocabulary: Iceberg's (and Spark's changelog view), or Delta's
-# change data feed (also Spark 4.2's), keyed by the Iceberg name.
-CHANGE_TYPE_NAMES: dict[str, dict[str, str]] = {
-    "iceberg": {INSERT: INSERT, DELETE: DELETE, UPDATE_BEFORE: UPDATE_BEFORE,
-                UPDATE_AFTER: UPDATE_AFTER},
-    "delta": {INSERT: "insert", DELETE: "delete", UPDATE_BEFORE: "update_preimage",
-              UPDATE_AFTER: "update_postimage"},
-}
 # Every accepted name -> its Iceberg name, so inputs in either vocabulary are understood.
 CANONICAL_NAMES: dict[str, str] = {
     name: iceberg for names in CHANGE_TYPE_NAMES.values() for iceberg, name in names.items()}
