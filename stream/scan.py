@@ -24,11 +24,12 @@ from meltwater.planner.scan import TableScan
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
 from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.bulk_scan import candidates, read_chunk
-from meltwater.stream.deletes import DeleteLoader
-from meltwater.stream.reader import read_task
 
 DEFAULT_BATCH_SIZE = 131_072
+# Arrow decodes a bulk scan on its own thread pool; the thread consuming the scan only
+# masks and filters, about a fifth of the decoding work. One consumer per this many reader
+# threads keeps the consumers from falling behind without taking cores from decoding.
+THREADS_PER_BULK_SHARE = 4
 _DONE = object()
 
 
@@ -47,11 +48,19 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
                threads: int | None = None, bulk: bool = True) -> Iterator[pa.RecordBatch]:
     """Batches of every task, in `projection` columns, read by a pool of threads.
 
-    With `bulk` (the default), the Parquet tasks are cut into one share per thread, each
+    With `bulk` (the default), the Parquet tasks are cut into shares (one per
+    `THREADS_PER_BULK_SHARE` threads), each
     read by Arrow dataset scans (`meltwater.stream.bulk_scan.read_chunk`), which keeps
     Python's per-file work off the hot path; the others, and all of them without `bulk`,
     are read task by task with `read_task`. Both give the same rows.
     """
+    # The readers are imported here, not with the module: `meltwater.stream` exports
+    # `plan` and `scan`, and Spark's driver-side Python processes import the package
+    # without reading a row.
+    from meltwater.stream.bulk_scan import candidates, read_chunk
+    from meltwater.stream.deletes import DeleteLoader
+    from meltwater.stream.reader import read_task
+
     names = [f.name for f in projection.fields]
     tasks = list(tasks)
     threads = threads or default_threads()
@@ -61,7 +70,7 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
         maybe, rest = candidates(tasks, read_schema, io)
         jobs += [functools.partial(read_chunk, chunk, read_schema, io, deletes,
                                    batch_size=batch_size)
-                 for chunk in _shares(maybe, threads)]
+                 for chunk in _shares(maybe, max(1, threads // THREADS_PER_BULK_SHARE))]
     else:
         rest = tasks
     jobs += [functools.partial(read_task, task, read_schema, io, batch_size=batch_size,
@@ -123,8 +132,11 @@ def _shares(tasks: list[FileScanTask], parts: int) -> list[list[FileScanTask]]:
     """Tasks cut into at most `parts` runs of about equal bytes, one per reader thread.
 
     Arrow decodes a scan on its own threads, but masking and filtering the batches happens
-    in the thread consuming it; one share per thread lets that work run in parallel too.
-    Each share is a run of consecutive tasks, so a task's pieces stay in one scan.
+    in the thread consuming it; more than one share lets that work run in parallel too,
+    at the price of scans competing for Arrow's threads (on 2 cores, two shares cost 5-10%
+    more CPU than one: each scan's read-ahead evicts the other's batches from the cache
+    before they are filtered). Each share is a run of consecutive tasks, so a task's
+    pieces stay in one scan.
     """
     if not tasks:
         return []
