@@ -187,6 +187,22 @@ def two_partitions(table: dict[str, Any]) -> int:
     return sum(sizes) // 2 + max(sizes)
 
 
+def byte_compile_meltwater() -> None:
+    """Byte-compile meltwater, as `pip install` does for a regular install.
+
+    Spark starts a fresh Python process for the driver side of every streaming query. From
+    an editable install under PYTHONDONTWRITEBYTECODE=1 (as on this machine) no bytecode
+    is ever cached, so that process compiled meltwater's modules from source on every query
+    (0.05 s of its 0.1 s of imports), a cost no installed user pays.
+    """
+    import compileall
+    import importlib
+
+    for name in ("meltwater.planner", "meltwater.stream"):
+        for path in importlib.import_module(name).__path__:
+            compileall.compile_dir(path, quiet=1)
+
+
 def main_env() -> dict[str, str]:
     """This venv's interpreter for Spark 4's Python workers (they import meltwater)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
@@ -471,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = StreamSizes(args.appends, args.mor_appends, args.rows_per_append)
     writer, home, tables = ensure_stream_tables(sizes)
     print(f"streaming tables: {home}", flush=True)
+    byte_compile_meltwater()
     record: dict[str, Any] = {
         "environment": environment(), "trigger": args.trigger, "sink": "noop",
         "warmups": args.warmups, "repeats": args.repeats, "home": str(home),
