@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 import peers
 import planning
 from tables import BenchTables, Sizes, ensure_tables
-from timing import Measurement, Peer, measure
+from timing import Measurement, Peer, measure_rounds
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scan.json"
 SCAN_TARGET = 1.43  # meltwater's scan time / raw pyarrow's, at most
@@ -63,7 +64,8 @@ def java_measurement(tables: BenchTables, repeats: int) -> Measurement:
 
 
 def scan_peers(tables: BenchTables, repeats: int, skip: list[str]) -> list[Measurement]:
-    """The in-process readers in interleaved rounds, then Iceberg Java in its own process."""
+    """The in-process readers in rounds (`timing.measure_rounds`), then Iceberg Java in its
+    own process."""
     location = tables.scan["location"]
     metadata = tables.scan["metadata_location"]
     candidates = [
@@ -76,7 +78,7 @@ def scan_peers(tables: BenchTables, repeats: int, skip: list[str]) -> list[Measu
         ("duckdb", Peer("duckdb", "SELECT * FROM iceberg_scan(m), fetched as Arrow",
                         lambda: peers.duckdb_reader(metadata))),
     ]
-    results = measure([peer for key, peer in candidates if key not in skip], repeats)
+    results = measure_rounds([peer for key, peer in candidates if key not in skip], repeats)
     if "java" not in skip:
         print("  timing Iceberg Java on Spark 3.5 (child process) ...", flush=True)
         results.append(java_measurement(tables, repeats))
@@ -108,6 +110,9 @@ def scan_summary(results: list[Measurement], live_rows: int) -> dict:
         }
     target = ratio(ours.median if ours else None, ceiling.median if ceiling else None)
     summary["meltwater_vs_raw_pyarrow"] = target
+    if ours and ceiling and ours.seconds and len(ours.seconds) == len(ceiling.seconds):
+        summary["meltwater_vs_raw_pyarrow_per_round"] = [
+            m / r for m, r in zip(ours.seconds, ceiling.seconds, strict=True)]
     summary["scan_target_met"] = None if target is None else target <= SCAN_TARGET
     return summary
 
@@ -140,6 +145,10 @@ def print_scan(results: list[Measurement], summary: dict, scan: dict) -> None:
     verdict = {None: "not measured", True: "met", False: "NOT met"}[summary["scan_target_met"]]
     print(f"meltwater / raw pyarrow = {_fmt(target, '.2f')} "
           f"(target <= {SCAN_TARGET}): {verdict}")
+    rounds = summary.get("meltwater_vs_raw_pyarrow_per_round")
+    if rounds:
+        print(f"  per round: median {statistics.median(rounds):.2f}, "
+              f"{min(rounds):.2f}-{max(rounds):.2f} over {len(rounds)} rounds")
 
 
 def run_planning(tables: BenchTables, repeats: int) -> dict:

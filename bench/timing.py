@@ -1,8 +1,13 @@
-"""Timing peers: each one warmed up, then timed back to back in this process; medians.
+"""Timing peers in this process; medians.
 
-A peer's timed runs follow its own warm-up directly. Interleaving peers was tried and made
-figures worse, not better: on this VM (memory reclaimed by DAMON) every peer then started
-each run with its files and allocator pages cold again, so raw pyarrow swung 0.25-0.8 s.
+Two ways. `measure` warms a peer up and times its runs back to back, peer after peer.
+`measure_rounds` takes the peers in turns, round after round, and times each run right
+after an untimed run of the same peer. Plain interleaving made figures worse: on this VM
+(memory reclaimed by DAMON) every peer then started each run with its files and allocator
+pages cold, so raw pyarrow swung 0.25-0.8 s. Back to back, a burst of load from other work
+fell on one peer's block only: two scan benchmarks minutes apart gave meltwater 1.28x and
+1.67x raw pyarrow. Rounds of warm pairs keep both the warmth and the fairness.
+
 A peer that raises is recorded with its error instead of aborting the benchmark, so one
 broken reader still leaves the others' figures on the table.
 """
@@ -89,3 +94,36 @@ def _measure_one(peer: Peer, repeats: int, log: Callable[[str], None]) -> Measur
     except Exception as error:  # the benchmark reports the failure and goes on
         _fail(result, error)
     return result
+
+
+def measure_rounds(peers: list[Peer], repeats: int, log: Callable[[str], None] = print,
+                   ) -> list[Measurement]:
+    """Build every peer and warm it up; then `repeats` rounds, each running every peer
+    twice in a row and timing the second run. The order reverses every other round."""
+    results = [Measurement(peer.name, peer.what) for peer in peers]
+    runs: list[RunFn | None] = []
+    for peer, result in zip(peers, results, strict=True):
+        log(f"  building and warming up {peer.name} ...")
+        try:
+            run = peer.make()
+            _run_once(peer, run, result, timed=False)
+            runs.append(run)
+        except Exception as error:  # the benchmark reports the failure and goes on
+            _fail(result, error)
+            runs.append(None)
+    log(f"  {repeats} rounds of {len(peers)} peers, each timed run after an untimed one ...")
+    for round_ in range(repeats):
+        order = list(range(len(peers)))
+        if round_ % 2:
+            order.reverse()
+        for index in order:
+            run, result = runs[index], results[index]
+            if run is None:
+                continue
+            try:
+                _run_once(peers[index], run, result, timed=False)
+                _run_once(peers[index], run, result, timed=True)
+            except Exception as error:
+                _fail(result, error)
+                runs[index] = None
+    return results
