@@ -61,6 +61,11 @@ def test_quiet_table_is_not_read_and_a_commit_is_seen(corpus, tmp_path):
     end = stream.latest_offset(start)
     assert (end.snapshot_id, end.complete) == (snapshot_id, True)
     assert io.calls > calls
+    # The watcher's token moves on the file event, before its own thread has read the new
+    # metadata (load() reads it itself): its state catches up asynchronously.
+    deadline = time.monotonic() + 10
+    while stream.watcher.latest.snapshot_id != snapshot_id and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert stream.watcher.latest.snapshot_id == snapshot_id
     stream.close()
     assert stream.watcher is not None and stream.watcher.running  # a new one, if asked
