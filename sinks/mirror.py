@@ -63,7 +63,7 @@ from meltwater.sinks.sql_schema import (
 )
 from meltwater.sinks.sql_values import conform
 from meltwater.stream.arrow_schema import FIELD_ID_KEY, to_arrow_type
-from meltwater.stream.updates import (
+from meltwater.stream.change_schema import (
     CHANGE_ORDINAL,
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,

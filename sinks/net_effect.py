@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.sinks.errors import DuplicateKey, InvalidChanges, NullKey
-from meltwater.stream.updates import (
+from meltwater.stream.change_schema import (
     CANONICAL_NAMES,
     CHANGE_ORDINAL,
     CHANGE_TYPE,

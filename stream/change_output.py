@@ -31,8 +31,7 @@ from typing import IO, Any
 import pyarrow as pa
 
 from meltwater.planner.errors import MeltwaterError
-from meltwater.stream.output import _json_safe, json_default
-from meltwater.stream.updates import (
+from meltwater.stream.change_schema import (
     CANONICAL_NAMES,
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,
@@ -42,8 +41,9 @@ from meltwater.stream.updates import (
     INSERT,
     UPDATE_AFTER,
     UPDATE_BEFORE,
-    data_columns,
 )
+from meltwater.stream.output import _json_safe, json_default
+from meltwater.stream.updates import data_columns
 
 
 class ChangeOutputError(MeltwaterError):

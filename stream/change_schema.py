@@ -36,6 +36,9 @@ CHANGE_TYPE_NAMES: dict[str, dict[str, str]] = {
     "delta": {INSERT: "insert", DELETE: "delete", UPDATE_BEFORE: "update_preimage",
               UPDATE_AFTER: "update_postimage"},
 }
+# Every accepted name -> its Iceberg name, so inputs in either vocabulary are understood.
+CANONICAL_NAMES: dict[str, str] = {
+    name: iceberg for names in CHANGE_TYPE_NAMES.values() for iceberg, name in names.items()}
 
 # v3 row lineage, as the spec reserves it: each change row can say which row it is.
 ROW_ID_ID = 2147483540

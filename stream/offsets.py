@@ -94,8 +94,13 @@ from meltwater.planner.scan import TableScan
 from meltwater.planner.splitting import DEFAULT_TARGET_SIZE
 from meltwater.planner.tasks import DeleteFileRef
 from meltwater.planner.types import Schema
-from meltwater.stream.change_feed import LINEAGE_FIELDS, LINEAGE_IDS, METADATA_COLUMNS, change_feed
-from meltwater.stream.change_schema import ChangeOptions
+from meltwater.stream.change_feed import change_feed
+from meltwater.stream.change_schema import (
+    LINEAGE_FIELDS,
+    LINEAGE_IDS,
+    METADATA_COLUMNS,
+    ChangeOptions,
+)
 from meltwater.stream.spark_options import StreamRead
 from meltwater.stream.watcher import SnapshotWatcher
 
@@ -287,28 +292,27 @@ def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_S
     other: filling 73 MB partitions in order with 3.6 MB commits left a third partition
     of one commit, a task that ran alone after the other two.
     """
-    total = sum(part.cost.bytes for part in parts)
+    costs = [part.cost.bytes for part in parts]  # a part's cost sums its tasks': once
+    total = sum(costs)
     cores = parallelism or max(2, os.cpu_count() or 2)
-    limit = target_bytes  # no partition grows past it by more than one piece
-    target_bytes = min(target_bytes, max(_OPEN_FILE_COST, -(-total // cores)))
-    pieces: list[CommitPart] = []
-    for part in parts:
-        if part.one_way and part.cost.bytes > target_bytes and len(part.changes.tasks) > 1:
-            pieces.extend(part.split(target_bytes))
+    target = min(target_bytes, max(_OPEN_FILE_COST, -(-total // cores)))
+    pieces: list[tuple[CommitPart, int]] = []
+    for part, cost in zip(parts, costs, strict=True):
+        if part.one_way and cost > target and len(part.changes.tasks) > 1:
+            pieces.extend((piece, piece.cost.bytes) for piece in part.split(target))
         else:
-            pieces.append(part)
+            pieces.append((part, cost))
     if not pieces:
         return []
-    count = min(len(pieces), max(1, -(-total // target_bytes)))
+    count = min(len(pieces), max(1, -(-total // target)))
     groups: list[list[CommitPart]] = [[]]
     size, left = 0, total
     share = left / count  # what each partition still to be filled should hold
-    for piece in pieces:
-        weight = piece.cost.bytes
-        # A piece starts the next partition when it would pass the limit, or when less
-        # than half of it fits this partition's share; the share is recomputed from what
-        # is left, so one big commit does not leave the others unevenly filled.
-        if groups[-1] and (size + weight > limit
+    for piece, weight in pieces:
+        # A piece starts the next partition when it would pass `target_bytes`, or when
+        # less than half of it fits this partition's share; the share is recomputed from
+        # what is left, so one big commit does not leave the others unevenly filled.
+        if groups[-1] and (size + weight > target_bytes
                            or (len(groups) < count and size + weight / 2 > share)):
             left -= size
             share = left / max(1, count - len(groups))

@@ -60,6 +60,7 @@ from meltwater.stream.arrow_schema import (
     to_arrow_type,
     to_arrow_value,
 )
+from meltwater.stream.change_schema import LAST_UPDATED_ID, ROW_ID_ID
 from meltwater.stream.errors import UnreadableFile, UnsupportedFeature
 
 if TYPE_CHECKING:
@@ -716,8 +717,6 @@ class _OpenFile:
         return batch if self.lineage is None else self.lineage.fill(first, batch)
 
 
-ROW_ID_ID = 2147483540
-LAST_UPDATED_ID = 2147483539
 
 
 class _Lineage:

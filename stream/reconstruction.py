@@ -63,9 +63,15 @@ from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema, StructType
 from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
 from meltwater.stream.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
-from meltwater.stream.change_schema import (  # noqa: F401  (re-exported: defined there)
-    EQUALITY_DELETE_MODES,
-    ChangeOptionError,
+from meltwater.stream.change_schema import (
+    CHANGE_ORDINAL,
+    CHANGE_TYPE,
+    CHANGE_TYPE_NAMES,
+    COMMIT_SEQUENCE_NUMBER,
+    COMMIT_SNAPSHOT_ID,
+    COMMIT_TIMESTAMP,
+    DELETE,
+    INSERT,
     ChangeOptions,
 )
 from meltwater.stream.deletes import FILE_PATH_ID, POS_ID, DeleteLoader
@@ -77,14 +83,6 @@ from meltwater.stream.reader import (
     read_with_delete_sets,
 )
 from meltwater.stream.updates import (
-    CHANGE_ORDINAL,
-    CHANGE_TYPE,
-    CHANGE_TYPE_NAMES,
-    COMMIT_SEQUENCE_NUMBER,
-    COMMIT_SNAPSHOT_ID,
-    COMMIT_TIMESTAMP,
-    DELETE,
-    INSERT,
     deletes_first,
     net_changes,
     pair_updates,

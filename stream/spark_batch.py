@@ -46,9 +46,10 @@ from meltwater.planner.scan import TableScan
 from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import Schema
 from meltwater.stream.arrow_schema import to_arrow_schema as engine_schema
-from meltwater.stream.change_feed import LINEAGE_IDS, METADATA_COLUMNS, ChangeFeed, change_feed
+from meltwater.stream.change_feed import ChangeFeed, change_feed
+from meltwater.stream.change_schema import LINEAGE_IDS, METADATA_COLUMNS, ChangeOptions
 from meltwater.stream.errors import UnreadableFile
-from meltwater.stream.reconstruction import ChangeOptions, reconstruct, reconstruct_range
+from meltwater.stream.reconstruction import reconstruct, reconstruct_range
 from meltwater.stream.scan import DEFAULT_BATCH_SIZE, read_tasks
 from meltwater.stream.spark_filters import translate_filters
 from meltwater.stream.spark_options import (

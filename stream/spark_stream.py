@@ -58,8 +58,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from meltwater.stream.change_feed import METADATA_COLUMNS
-from meltwater.stream.change_schema import ChangeOptions
+from meltwater.stream.change_schema import METADATA_COLUMNS, ChangeOptions
 from meltwater.stream.offsets import (
     UNLIMITED,
     Budget,

@@ -42,13 +42,10 @@ import pyarrow.compute as pc
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.stream.arrow_schema import field_id
-from meltwater.stream.change_schema import (  # noqa: F401  (re-exported: the names live there)
-    CHANGE_ORDINAL,
+from meltwater.stream.change_schema import (
+    CANONICAL_NAMES,
     CHANGE_TYPE,
     CHANGE_TYPE_NAMES,
-    COMMIT_SEQUENCE_NUMBER,
-    COMMIT_SNAPSHOT_ID,
-    COMMIT_TIMESTAMP,
     DELETE,
     INSERT,
     LINEAGE_COLUMNS,
@@ -57,9 +54,6 @@ from meltwater.stream.change_schema import (  # noqa: F401  (re-exported: the na
     UPDATE_BEFORE,
 )
 
-# Every accepted name -> its Iceberg name, so inputs in either vocabulary are understood.
-CANONICAL_NAMES: dict[str, str] = {
-    name: iceberg for names in CHANGE_TYPE_NAMES.values() for iceberg, name in names.items()}
 _ARRIVING = [n for n, c in CANONICAL_NAMES.items() if c in (INSERT, UPDATE_AFTER)]
 _LEAVING = [n for n, c in CANONICAL_NAMES.items() if c in (DELETE, UPDATE_BEFORE)]
 

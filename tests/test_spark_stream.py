@@ -47,6 +47,7 @@ from meltwater.planner.metadata import (
     TableNotFound,
     load_table,
 )
+from meltwater.stream import offsets
 from meltwater.stream.offsets import (
     Budget,
     Cost,
@@ -54,6 +55,7 @@ from meltwater.stream.offsets import (
     SchemaChanged,
     StreamError,
     StreamOffset,
+    pack_parts,
     task_cost,
 )
 from meltwater.stream.spark_options import OptionError, stream_read
@@ -296,6 +298,31 @@ def test_split_size_spreads_one_way_commits_over_partitions(corpus):
         assert len(parts) == 1  # nothing shares a 1-byte partition
         assert parts[0].whole or (parts[0].one_way and len(parts[0].changes.tasks) == 1)
     assert_same_rows(_rows(spread, partitions), _rows(reader, whole), "spread")
+
+
+def test_partitions_are_balanced_in_order(corpus, monkeypatch):
+    """Parts of a table Iceberg Java wrote, spread over 2 and 3 cores: in commit order, one
+    partition per core, none heavier than its fair share by more than one part (filling in
+    order used to leave a last partition of one small commit). The corpus is far below the
+    4 MB open-file cost under which a micro-batch is not spread, so that floor is lowered."""
+    monkeypatch.setattr(offsets, "_OPEN_FILE_COST", 1)
+    location = corpus.scenarios["random_mix"].location
+    reader = _reader(location)
+    start = _json(reader.initialOffset())
+    end = _json(reader.latestOffset(start, reader.getDefaultReadLimit()))
+    parts = reader.stream.parts(StreamOffset.from_json(start), StreamOffset.from_json(end))
+    weights = [part.cost.bytes for part in parts]
+    assert len(parts) >= 6
+    for cores in (2, 3):
+        groups = pack_parts(parts, parallelism=cores)
+        assert [p for group in groups for p in group] == parts
+        assert len(groups) == cores
+        share = sum(weights) / cores
+        for group in groups:
+            assert sum(p.cost.bytes for p in group) <= share + max(weights)
+    assert_same_rows(_rows(reader, [ChangePartition(tuple(g), reader.stream.options)
+                                    for g in pack_parts(parts, parallelism=3)]),
+                     _rows(reader, reader.partitions(start, end)), "balanced")
 
 
 # -- where a stream starts -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from replay import Replay
 from test_watcher import CountingIO
 
 from meltwater.planner.metadata import load_table
-from meltwater.stream.change_feed import METADATA_COLUMNS
+from meltwater.stream.change_schema import METADATA_COLUMNS
 from meltwater.stream.offsets import ChangeStream
 from meltwater.stream.spark_batch import wants_change_schema
 from meltwater.stream.spark_options import OptionError, stream_read

@@ -44,11 +44,10 @@ from meltwater.planner.types import (
     StructType,
 )
 from meltwater.stream.arrow_schema import field_id
+from meltwater.stream.change_schema import ChangeOptionError, ChangeOptions
 from meltwater.stream.deletes import DeleteLoader
 from meltwater.stream.reader import read_with_delete_sets
 from meltwater.stream.reconstruction import (
-    ChangeOptionError,
-    ChangeOptions,
     change_schema,
     reconstruct,
     reconstruct_range,
