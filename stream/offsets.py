@@ -52,7 +52,8 @@ therefore visible to `latest_offset` once the watcher has seen it: about a milli
 after the commit with file events, up to the polling interval (2 s) on object stores.
 With option `watch-wait-ms`, `latest_offset` waits that long for a commit when nothing is
 new, so an idle stream blocks instead of spinning and starts the moment a commit lands.
-`close()` stops the watcher (so does garbage collection of the stream).
+`close()` stops the watcher (so does garbage collection of the stream). A
+`Trigger.AvailableNow` stream pins its last snapshot when it starts and never watches.
 
 **Expired history.** Snapshots that expired before the stream read them fail the stream,
 naming them, unless `skip-expired-snapshots=true` skips them with a warning. Nothing else
@@ -69,7 +70,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meltwater.planner.change_tasks import (
     AddedRowsTask,
@@ -102,7 +103,9 @@ from meltwater.stream.change_schema import (
     ChangeOptions,
 )
 from meltwater.stream.spark_options import StreamRead
-from meltwater.stream.watcher import SnapshotWatcher
+
+if TYPE_CHECKING:
+    from meltwater.stream.watcher import SnapshotWatcher
 
 log = logging.getLogger(__name__)
 
@@ -380,6 +383,8 @@ class ChangeStream:
         """The table at its newest metadata: the one loaded last while the watcher saw
         nothing, else the version hint, then the metadata file unless it is the one already
         loaded (metadata files never change)."""
+        if self.pinned and self._table is not None:
+            return self._table
         watcher = self.watcher
         if (self._table is not None and watcher is not None and self._token is not None
                 and not watcher.changed_since(self._token)):
@@ -409,6 +414,8 @@ class ChangeStream:
         """The table's watcher, started on first use (None when not watching, or while the
         table cannot be watched: then `load()` reads the file system each time)."""
         if self._watcher is None and self.watch:
+            from meltwater.stream.watcher import SnapshotWatcher  # watchdog: only to watch
+
             watcher = SnapshotWatcher(self.read.location, io=self.io, queue_size=0)
             try:
                 watcher.start()
@@ -456,7 +463,13 @@ class ChangeStream:
         return self._stream
 
     def pin_target(self) -> None:
-        """Trigger.AvailableNow: stop at the newest snapshot there is now."""
+        """Trigger.AvailableNow: stop at the newest snapshot there is now.
+
+        A pinned stream never looks past its target, so it needs no watcher (nor the
+        watchdog import and threads, which every AvailableNow query would pay again) and
+        keeps the metadata it pinned: the snapshots up to the target never change."""
+        self.watch = False
+        self.close()
         self.target = self.load().metadata.current_snapshot_id
         self.pinned = True
 

@@ -126,3 +126,24 @@ def test_the_watcher_stops_with_the_stream_and_never_travels(corpus, tmp_path):
     assert executor._stream is None and watcher.running
     reader.stop()
     assert not watcher.running
+
+
+def test_an_available_now_stream_pins_its_target_and_never_watches(corpus, tmp_path):
+    replay = _replay(corpus, tmp_path)
+    io = CountingIO()
+    stream = _stream(replay.location, io)
+    stream.load()
+    watcher = stream.watcher
+    assert watcher.running
+    stream.pin_target()  # Trigger.AvailableNow
+    assert not watcher.running and stream.watcher is None
+    target = stream.target
+    start = stream.initial_offset()
+    end = stream.latest_offset(start)
+    assert (end.snapshot_id, end.complete) == (target, True)
+    calls = io.calls
+    table = stream.load()
+    later = _commit_on_main(replay)
+    assert later != target
+    assert stream.load() is table and stream.latest_offset(end) == end
+    assert io.calls == calls, "a pinned stream looked for commits past its target"
