@@ -62,6 +62,10 @@ def spark_session(engine: str, jars: str | None) -> Any:
         .config("spark.driver.memory", "4g")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
     )
+    if engine == "meltwater":
+        from meltwater.stream.spark_home import LOCAL_SESSION_CONF
+
+        builder = builder.config(map=LOCAL_SESSION_CONF)
     if engine == "iceberg":
         if not jars:
             raise SystemExit("--engine iceberg needs --jars")
