@@ -61,6 +61,7 @@ from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema, StructType
+from meltwater.stream.arrow_constants import constant_array
 from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
 from meltwater.stream.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
 from meltwater.stream.change_schema import (
@@ -250,7 +251,7 @@ class _CommitRun:
         """Hold the commit's changes, drop carry-over, pair updates, then emit."""
         schema = self.table_schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
         batches = [pa.RecordBatch.from_arrays(
-            [*batch.columns, pa.repeat(pa.scalar(change_type), batch.num_rows)],
+            [*batch.columns, constant_array(pa.scalar(change_type), batch.num_rows)],
             schema=schema) for change_type, batch in raw]
         table = pa.Table.from_batches(batches, schema=schema)
         if not self.options.keep_carryover:
@@ -269,7 +270,7 @@ class _CommitRun:
         n = batch.num_rows
         names = CHANGE_TYPE_NAMES[self.options.change_type_names]
         if isinstance(change_type, str):
-            types = pa.repeat(pa.scalar(names[change_type]), n)
+            types = constant_array(pa.scalar(names[change_type]), n)
         elif self.options.change_type_names == "iceberg":
             types = change_type
         else:
@@ -279,10 +280,10 @@ class _CommitRun:
         commit: ChangeCommit = self.commit.commit
         columns = [
             *batch.columns, types,
-            pa.repeat(pa.scalar(commit.ordinal, pa.int32()), n),
-            pa.repeat(pa.scalar(commit.snapshot_id, pa.int64()), n),
-            pa.repeat(pa.scalar(commit.sequence_number, pa.int64()), n),
-            pa.repeat(pa.scalar(commit.timestamp_ms * 1000, pa.timestamp("us", tz="UTC")), n),
+            constant_array(pa.scalar(commit.ordinal, pa.int32()), n),
+            constant_array(pa.scalar(commit.snapshot_id, pa.int64()), n),
+            constant_array(pa.scalar(commit.sequence_number, pa.int64()), n),
+            constant_array(pa.scalar(commit.timestamp_ms * 1000, pa.timestamp("us", tz="UTC")), n),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
