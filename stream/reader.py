@@ -52,6 +52,7 @@ from meltwater.planner.files import DataFile
 from meltwater.planner.literals import to_internal
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, PrimitiveType, Schema, child_fields
+from meltwater.stream.arrow_constants import constant_array
 from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
 from meltwater.stream.arrow_schema import (
     FIELD_ID_KEY,
@@ -99,10 +100,16 @@ class ParquetSource(FileSource):
 
         self.path = path
         try:
-            self._file = pq.ParquetFile(io.open_input(path))
+            handle = io.open_input(path)
+            self._file = pq.ParquetFile(handle)
+            self.schema = _without_extensions(self._file.schema_arrow)
+            self._dictionary_columns = _dictionary_encoded_strings(self._file, self.schema)
+            # The same handle and footer, reading those columns as dictionaries.
+            self._dictionary_file = (pq.ParquetFile(handle, metadata=self._file.metadata,
+                                                    read_dictionary=self._dictionary_columns)
+                                     if self._dictionary_columns else None)
         except (OSError, pa.ArrowException) as error:
             raise UnreadableFile(f"{path}: not a readable Parquet file ({error})") from None
-        self.schema = _without_extensions(self._file.schema_arrow)
 
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
                 length: int | None = None, rows: Sequence[int] | None = None,
@@ -123,14 +130,64 @@ class ParquetSource(FileSource):
                 else:
                     runs.append((position, [index]))
             position += group.num_rows
+        file = self._file
+        if self._dictionary_file is not None:
+            groups = [g for _, run in runs for g in run]
+            rows = sum(metadata.row_group(g).num_rows for g in groups)
+            if groups and rows >= _DICTIONARY_MIN_GROUP_ROWS * len(groups):
+                file = self._dictionary_file
         try:
             for first, groups in runs:
-                for batch in self._file.iter_batches(batch_size, row_groups=groups,
-                                                     columns=columns):
+                for batch in file.iter_batches(batch_size, row_groups=groups, columns=columns):
+                    if file is self._dictionary_file:
+                        batch = _dictionaries_decoded(batch)
                     yield first, batch
                     first += batch.num_rows
         except (OSError, pa.ArrowException) as error:
             raise UnreadableFile(f"{self.path}: cannot read Parquet data ({error})") from None
+
+
+# Dictionary reads end a batch at every row group (each has its own dictionary), so they are
+# used where row groups average at least this many rows: smaller batches would cost the
+# JVM and the change pipeline more per row than the dictionary saves.
+_DICTIONARY_MIN_GROUP_ROWS = 16_384
+
+
+def _dictionary_encoded_strings(file: Any, schema: pa.Schema) -> list[str]:
+    """Top-level string and binary columns with a dictionary page in every row group.
+
+    Arrow decodes such a column to plain strings value by value; reading it as a
+    dictionary and expanding that with one `take` costs about half as much (0.089 s vs
+    0.049 s for the benchmark tables' `category`). Pages that fell back to plain encoding
+    are still read correctly, only slower, so a dictionary page in every row group is
+    enough to choose it."""
+    metadata = file.metadata
+    if metadata.num_row_groups == 0:
+        return []
+    parquet_schema = file.schema
+    leaves = {parquet_schema.column(i).path: i for i in range(metadata.num_columns)}
+    chosen = []
+    for field in schema:
+        if not (pa.types.is_string(field.type) or pa.types.is_binary(field.type)
+                or pa.types.is_large_string(field.type)
+                or pa.types.is_large_binary(field.type)):
+            continue
+        leaf = None if "." in field.name else leaves.get(field.name)  # dots: paths
+        if leaf is not None and all(metadata.row_group(g).column(leaf).has_dictionary_page
+                                    for g in range(metadata.num_row_groups)):
+            chosen.append(field.name)
+    return chosen
+
+
+def _dictionaries_decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with its dictionary columns expanded to the file's plain types."""
+    columns = list(batch.columns)
+    fields = list(batch.schema)
+    for i, column in enumerate(columns):
+        if pa.types.is_dictionary(column.type):
+            columns[i] = column.dictionary.take(column.indices)
+            fields[i] = fields[i].with_type(columns[i].type)
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, batch.schema.metadata))
 
 
 def _row_group_offset(group: Any) -> int:
@@ -476,7 +533,7 @@ def _merge(a: bool | Selection, b: bool | Selection) -> bool | Selection:
 def _constant(field: pa.Field, default: pa.Scalar | None, n: int) -> pa.Array:
     if default is None:
         return pa.nulls(n, field.type)
-    return pa.repeat(default, n)
+    return constant_array(default, n)
 
 
 def _project(array: pa.Array, target: pa.Field, defaults: dict[int, pa.Scalar]) -> pa.Array:

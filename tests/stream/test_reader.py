@@ -34,6 +34,7 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
+from meltwater.stream import reader as reader_module
 from meltwater.stream.arrow_schema import to_arrow_schema
 from meltwater.stream.deletes import DeleteLoader
 from meltwater.stream.reader import read_task
@@ -118,6 +119,43 @@ def test_split_reads_only_its_row_groups_and_keeps_file_positions(tmp_path) -> N
     assert got == [i for i in range(25, 75) if i not in (30, 74)]
     whole = read(task(data, deletes), ID_NAME).column("id").to_pylist()
     assert whole == [i for i in range(100) if i not in (3, 30, 74)]
+
+
+@pytest.mark.parametrize("rows_per_group", [20_000, 1_000])
+def test_dictionary_encoded_strings_read_as_plain_strings(tmp_path, monkeypatch,
+                                                          rows_per_group) -> None:
+    """Dictionary pages in every row group: read as dictionaries and expanded, where row
+    groups are large enough (else as plain strings). A tiny dictionary page limit makes
+    later pages fall back to plain encoding mid-chunk; a column written without a
+    dictionary is read as it is."""
+    schema = pa.schema([F("id", pa.int64(), 1), F("tag", pa.string(), 2),
+                        F("note", pa.string(), 3), F("raw", pa.binary(), 4)])
+    n = 3 * rows_per_group
+    table = pa.table({
+        "id": range(n),
+        "tag": [None if i % 7 == 0 else f"t{i % 5}" if i % rows_per_group < 500
+                else f"unique {i}" for i in range(n)],
+        "note": [f"note {i}" for i in range(n)],
+        "raw": [None if i % 11 == 0 else bytes([i % 3]) * 4 for i in range(n)],
+    }, schema=schema)
+    data = write_parquet(tmp_path / "dict.parquet", table, row_group_size=rows_per_group,
+                         use_dictionary=["tag", "raw"], dictionary_pagesize_limit=64,
+                         data_page_size=256)
+    metadata = pq.ParquetFile(data.file_path).metadata
+    assert all(metadata.row_group(g).column(c).has_dictionary_page
+               for g in range(3) for c in (1, 3))
+    assert not metadata.row_group(0).column(2).has_dictionary_page
+    decoded = []
+    expand = reader_module._dictionaries_decoded
+    monkeypatch.setattr(reader_module, "_dictionaries_decoded",
+                        lambda batch: decoded.append(batch.num_rows) or expand(batch))
+    projection = Schema((NestedField(1, "id", LONG), NestedField(2, "tag", STRING),
+                         NestedField(3, "note", STRING),
+                         NestedField(4, "raw", PrimitiveType("binary"))))
+    deletes = position_deletes(tmp_path / "pos.parquet", [(data.file_path, 5)])
+    got = read(task(data, deletes), projection, batch_size=7000)
+    assert got.to_pylist() == [row for row in table.to_pylist() if row["id"] != 5]
+    assert sum(decoded) == (n if rows_per_group >= 16_384 else 0)
 
 
 def test_batches_are_bounded_by_batch_size(tmp_path) -> None:
