@@ -132,9 +132,9 @@ class ParquetSource(FileSource):
             position += group.num_rows
         file = self._file
         if self._dictionary_file is not None:
-            groups = [g for _, run in runs for g in run]
-            rows = sum(metadata.row_group(g).num_rows for g in groups)
-            if groups and rows >= _DICTIONARY_MIN_GROUP_ROWS * len(groups):
+            selected = [g for _, run in runs for g in run]
+            selected_rows = sum(metadata.row_group(g).num_rows for g in selected)
+            if selected and selected_rows >= _DICTIONARY_MIN_GROUP_ROWS * len(selected):
                 file = self._dictionary_file
         try:
             for first, groups in runs:

@@ -252,7 +252,17 @@ def test_avro_data_file_with_field_ids(tmp_path) -> None:
 
 
 @pytest.mark.corpus
-def test_every_corpus_snapshot_reads_as_iceberg_java_reads_it(corpus) -> None:
+@pytest.mark.parametrize("dictionary_reads", ["by row-group size", "always"])
+def test_every_corpus_snapshot_reads_as_iceberg_java_reads_it(corpus, monkeypatch,
+                                                              dictionary_reads) -> None:
+    """"always": the corpus's row groups are small, so dictionary reads are forced to check
+    them on Iceberg Java's own dictionary-encoded files (and counted, to be sure they ran)."""
+    decoded = []
+    if dictionary_reads == "always":
+        monkeypatch.setattr(reader_module, "_DICTIONARY_MIN_GROUP_ROWS", 0)
+        expand = reader_module._dictionaries_decoded
+        monkeypatch.setattr(reader_module, "_dictionaries_decoded",
+                            lambda batch: decoded.append(batch.num_rows) or expand(batch))
     checked = 0
     for name, scenario in corpus.scenarios.items():
         for snapshot in scenario.snapshots:
@@ -266,3 +276,4 @@ def test_every_corpus_snapshot_reads_as_iceberg_java_reads_it(corpus) -> None:
             assert_same_rows(got, snapshot.rows(), f"{name} {snapshot.label!r}")
             checked += 1
     assert checked >= 80
+    assert (sum(decoded) > 0) == (dictionary_reads == "always")
