@@ -154,6 +154,9 @@ class TableMetadata:
             snapshot = self.snapshots[current]
             chain.append(snapshot)
             current = snapshot.parent_id
+            if len(chain) > len(self.snapshots):  # parsed tables are checked already
+                raise CorruptMetadata(f"table {self.location}: the parent chain of snapshot "
+                                      f"{snapshot_id} loops back on itself")
         return chain
 
     @cached_property
@@ -175,6 +178,46 @@ def _require(obj: dict[str, Any], key: str, where: str) -> Any:
     if key not in obj:
         raise CorruptMetadata(f"{where}: missing required field {key!r}")
     return obj[key]
+
+
+def _check_lineage(snapshots: dict[int, Snapshot], where: str) -> None:
+    """Refuse a parent-id cycle: every walk back along a lineage (changes, watchers,
+    streams) would go round it forever. Each snapshot is visited once."""
+    done: set[int] = set()
+    for start in snapshots:
+        path: list[int] = []
+        on_path: set[int] = set()
+        current: int | None = start
+        while current is not None and current in snapshots and current not in done:
+            if current in on_path:
+                raise CorruptMetadata(f"{where}: the parent chain of snapshot {current} "
+                                      "loops back on itself (parent-snapshot-id cycle)")
+            path.append(current)
+            on_path.add(current)
+            current = snapshots[current].parent_id
+        done.update(path)
+
+
+def _check_refs(current: int | None, refs: dict[str, SnapshotRef],
+                snapshots: dict[int, Snapshot], where: str) -> None:
+    """Refuse refs Iceberg Java refuses (`TableMetadata.validateRefs`): a ref to a snapshot
+    the table does not list, a `main` branch that disagrees with `current-snapshot-id`,
+    or one set while the current snapshot is not. Reading any of these would be a guess
+    at which snapshot the table is at."""
+    for ref in refs.values():
+        if ref.snapshot_id not in snapshots:
+            raise CorruptMetadata(f"{where}: {ref.type} {ref.name!r} points at snapshot "
+                                  f"{ref.snapshot_id}, which the table does not list")
+    main = refs.get("main")
+    if current is None and main is not None:
+        raise CorruptMetadata(f"{where}: current-snapshot-id is not set, but branch 'main' "
+                              f"points at snapshot {main.snapshot_id}")
+    if current is not None and main is not None and main.snapshot_id != current:
+        raise CorruptMetadata(f"{where}: current-snapshot-id {current} does not match "
+                              f"branch 'main' ({main.snapshot_id})")
+    if current is not None and current not in snapshots:
+        raise CorruptMetadata(f"{where}: current-snapshot-id {current} is not in the "
+                              "table's snapshots")
 
 
 def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadata:
@@ -214,6 +257,8 @@ def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadat
                 for name, r in obj.get("refs", {}).items()}
         if "main" not in refs and current is not None:
             refs["main"] = SnapshotRef("main", current, "branch")
+        _check_lineage(snapshots, where)
+        _check_refs(current, refs, snapshots, where)
         log = tuple(SnapshotLogEntry(e["timestamp-ms"], e["snapshot-id"])
                     for e in obj.get("snapshot-log", []))
         return TableMetadata(
@@ -254,24 +299,27 @@ def metadata_file_version(name: str) -> int | None:
     return int(match.group(2))
 
 
-def find_metadata_location(location: str, io: FileIO) -> str:
-    """The current metadata file of a table directory: version-hint.text, else the newest
-    committed `*.metadata.json` (never a writer's temporary file, see
-    `metadata_file_version`)."""
-    if location.endswith(".json"):
-        return location
-    metadata_dir = location.rstrip("/") + "/metadata"
+def _versioned_file(metadata_dir: str, version: int, io: FileIO) -> str | None:
+    """`v<version>.metadata.json` (or its gzip twin) if it exists."""
+    for name in (f"v{version}.metadata.json", f"v{version}.gz.metadata.json"):
+        if io.exists(f"{metadata_dir}/{name}"):
+            return f"{metadata_dir}/{name}"
+    return None
+
+
+def _hinted_version(metadata_dir: str, io: FileIO) -> int | None:
+    """The version `version-hint.text` names; None when it is missing or not a number."""
     hint = metadata_dir + "/version-hint.text"
-    if io.exists(hint):
-        text = ""
-        # deleted in between: Iceberg deletes the hint, then renames the new one in place
-        with contextlib.suppress(FileNotFound):
-            text = io.read_bytes(hint).decode("utf-8", "replace").strip()
-        candidates = [f"{metadata_dir}/v{text}.metadata.json",
-                      f"{metadata_dir}/v{text}.gz.metadata.json", f"{metadata_dir}/{text}"]
-        for candidate in candidates:
-            if text and io.exists(candidate):
-                return candidate
+    if not io.exists(hint):
+        return None
+    text = ""
+    # deleted in between: Iceberg deletes the hint, then renames the new one in place
+    with contextlib.suppress(FileNotFound):
+        text = io.read_bytes(hint).decode("utf-8", "replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _newest_listed(location: str, metadata_dir: str, io: FileIO) -> str:
     try:
         names = io.list_dir(metadata_dir)
     except (FileNotFoundError, NotADirectoryError, OSError):
@@ -281,6 +329,38 @@ def find_metadata_location(location: str, io: FileIO) -> str:
     if not committed:
         raise TableNotFound(f"{location}: not an Iceberg table (no metadata/*.metadata.json)")
     return max(committed, key=lambda p: (versions[p], p))
+
+
+def find_metadata_location(location: str, io: FileIO) -> str:
+    """The current metadata file of a table directory, found as Iceberg Java's
+    `HadoopTableOperations` finds it: from the version `version-hint.text` names (else,
+    with no readable hint, the newest committed `*.metadata.json` listed, never a writer's
+    temporary file, see `metadata_file_version`), then forward while `v<N+1>` exists.
+
+    The hint is only a hint: a writer renames `v<N+1>.metadata.json` in, the commit, and
+    then rewrites the hint, so a writer that stopped in between leaves a stale hint and a
+    committed newer version. A hint naming a version that does not exist is refused, as
+    Java refuses it: the table's history is damaged and any choice would be a guess.
+    """
+    if location.endswith(".json"):
+        return location
+    metadata_dir = location.rstrip("/") + "/metadata"
+    version = _hinted_version(metadata_dir, io)
+    if version is None:
+        found = _newest_listed(location, metadata_dir, io)
+        version = metadata_file_version(found.rsplit("/", 1)[-1])
+        if not found.rsplit("/", 1)[-1].startswith("v"):
+            return found  # another catalog's <NNNNN>-<uuid> names: no v<N+1> to walk to
+    else:
+        hinted = _versioned_file(metadata_dir, version, io)
+        if hinted is None:
+            raise CorruptMetadata(f"{metadata_dir}/version-hint.text names version "
+                                  f"{version}, but v{version}.metadata.json is missing")
+        found = hinted
+    assert version is not None
+    while (newer := _versioned_file(metadata_dir, version + 1, io)) is not None:
+        found, version = newer, version + 1
+    return found
 
 
 def read_metadata(metadata_location: str, io: FileIO) -> TableMetadata:

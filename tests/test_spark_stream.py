@@ -10,7 +10,7 @@ checkpoint, and a query on `local-cluster[2,1,1024]`, each in a child process
 (`tests/stream_query.py`).
 
 Tables that must change under a running stream are copies of a corpus table's metadata
-files whose version-hint is moved forward (data and manifests stay where they are); a
+files moved from version to version (data and manifests stay where they are); a
 running reader sees such a change once its table watcher has (`_seen` waits for that).
 """
 
@@ -144,9 +144,13 @@ def _net_per_commit(table: pa.Table) -> Counter:
     return +net + (-net)  # drop zeros, keep signs
 
 
+_SOURCES: dict[str, Path] = {}  # table copy -> the corpus metadata it replays
+
+
 def _copy_metadata(scenario, tmp_path: Path) -> tuple[str, dict[int, int]]:
-    """A table directory holding copies of a corpus table's metadata files: moving its
-    version-hint replays the table's commits. Returns it and snapshot id -> version."""
+    """A table directory holding copies of a corpus table's metadata files: moving it to
+    a version (`_move_to`) replays the table's commits. Returns it and snapshot id ->
+    version."""
     source = Path(scenario.location) / "metadata"
     target = tmp_path / scenario.name / "metadata"
     target.mkdir(parents=True)
@@ -158,11 +162,27 @@ def _copy_metadata(scenario, tmp_path: Path) -> tuple[str, dict[int, int]]:
         if current not in (None, -1) and (current not in versions
                                           or version < versions[current]):
             versions[current] = version
+    _SOURCES[str(tmp_path / scenario.name)] = source
     return str(tmp_path / scenario.name), versions
 
 
+def _move_to_version(location: str, version: int) -> None:
+    """The table at a version: the metadata files up to it, none after (a reader walks
+    forward from the hint while `v<N+1>` exists, as Iceberg's Hadoop tables do), and the
+    hint naming it."""
+    metadata = Path(location) / "metadata"
+    for path in _SOURCES[location].glob("v*.metadata.json"):
+        copy = metadata / path.name
+        if int(path.name[1:].split(".")[0]) <= version:
+            if not copy.exists():
+                shutil.copy(path, copy)
+        elif copy.exists():
+            copy.unlink()
+    (metadata / "version-hint.text").write_text(str(version))
+
+
 def _move_to(location: str, versions: dict[int, int], snapshot_id: int) -> None:
-    (Path(location) / "metadata" / "version-hint.text").write_text(str(versions[snapshot_id]))
+    _move_to_version(location, versions[snapshot_id])
 
 
 def _seen(*readers: MeltwaterStreamReader) -> None:
@@ -371,7 +391,7 @@ def test_latest_then_new_commits(corpus, tmp_path):
 def test_empty_table_then_commits(corpus, tmp_path):
     scenario = corpus.scenarios["v3_deletion_vectors"]
     location, versions = _copy_metadata(scenario, tmp_path)
-    (Path(location) / "metadata" / "version-hint.text").write_text("1")  # no snapshot yet
+    _move_to_version(location, 1)  # no snapshot yet
     assert load_table(location).metadata.current_snapshot is None
     reader = _reader(location, **{"streaming-max-files-per-micro-batch": 2})
     start = _json(reader.initialOffset())
