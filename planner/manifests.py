@@ -201,6 +201,8 @@ class _Entries:
             raise UnsupportedFeature(f"{location}: encrypted manifests are not supported")
         self.spec = spec
         self.decoder = decoder
+        self.location = location
+        self.holds_deletes = manifest.content == ManifestContent.DELETES
         self.inherited_seq = manifest.sequence_number
         self.added_snapshot_id = manifest.added_snapshot_id
         self.next_row_id = manifest.first_row_id  # v3 lineage: data files inherit in order
@@ -217,6 +219,13 @@ class _Entries:
         if snapshot_id is None:
             snapshot_id = self.added_snapshot_id
         content = FileContent(f.get("content", 0))
+        if (content != FileContent.DATA) != self.holds_deletes:
+            # The manifest list's label decides how a manifest is read: a delete file read
+            # as data would come out as rows of nulls, data read as deletes would delete.
+            raise CorruptMetadata(
+                f"{self.location}: listed as a {'delete' if self.holds_deletes else 'data'} "
+                f"manifest, but holds {content.name.lower().replace('_', ' ')} file "
+                f"{f['file_path']}")
         first_row_id = f.get("first_row_id")
         if content == FileContent.DATA and first_row_id is None \
                 and self.next_row_id is not None:
