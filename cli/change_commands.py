@@ -7,6 +7,7 @@ import sys
 
 from meltwater.cli.table_commands import UsageError, parse_timestamp_ms
 from meltwater.planner.expressions import TRUE
+from meltwater.planner.incremental import BoundNames
 from meltwater.planner.metadata import load_table
 
 
@@ -19,8 +20,14 @@ def _names(text: str | None, option: str) -> list[str] | None:
     return names
 
 
-def _ms(text: str | None) -> int | None:
-    return None if text is None else parse_timestamp_ms(text)
+def _ms(text: str | None, option: str) -> int | None:
+    return None if text is None else parse_timestamp_ms(text, option)
+
+
+# What `resolve_range` calls the bounds when it refuses a range, in this command's words.
+BOUND_NAMES = BoundNames(from_sequence="--from-sequence", from_timestamp="--from-timestamp",
+                         to_sequence="--to-sequence", to_timestamp="--to-timestamp",
+                         to_snapshot="--to-snapshot", to_ref="--to-ref")
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
@@ -30,16 +37,16 @@ def cmd_changes(args: argparse.Namespace) -> int:
     feed = change_feed(
         load_table(args.table),
         from_snapshot_id=args.from_snapshot, from_sequence=args.from_sequence,
-        from_timestamp_ms=_ms(args.from_timestamp), from_ref=args.from_ref,
+        from_timestamp_ms=_ms(args.from_timestamp, "--from-timestamp"), from_ref=args.from_ref,
         to_snapshot_id=args.to_snapshot, to_sequence=args.to_sequence,
-        to_timestamp_ms=_ms(args.to_timestamp), to_ref=args.to_ref,
+        to_timestamp_ms=_ms(args.to_timestamp, "--to-timestamp"), to_ref=args.to_ref,
         filter=args.filter if args.filter else TRUE,
         columns=_names(args.columns, "--columns"), net=args.net,
         compute_updates=True if args.compute_updates else None,
         identifier_columns=_names(args.identifier_columns, "--identifier-columns"),
         keep_carryover=args.keep_carryover, appends_only=args.appends_only,
         equality_deletes=args.equality_deletes, change_type_names=args.change_type_names,
-        skip_expired=args.skip_expired)
+        skip_expired=args.skip_expired, bound_names=BOUND_NAMES)
     reader = feed.reader()
     if args.format == "debezium-jsonl":
         from meltwater.stream.change_output import write_debezium_jsonl

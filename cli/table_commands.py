@@ -19,14 +19,15 @@ class UsageError(MeltwaterError):
     """A command-line value is malformed."""
 
 
-def parse_timestamp_ms(text: str) -> int:
-    """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it names a zone)."""
+def parse_timestamp_ms(text: str, option: str = "--as-of") -> int:
+    """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it names a zone);
+    `option` names the command-line option in the error."""
     if text.lstrip("-").isdigit():
         return int(text)
     try:
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"--as-of {text!r}: expected milliseconds or an ISO-8601 time") from None
+        raise UsageError(f"{option} {text!r}: expected milliseconds or an ISO-8601 time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return int(moment.timestamp() * 1000)

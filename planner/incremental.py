@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from meltwater.planner.change_tasks import (
     AddedRowsTask,
@@ -68,6 +68,63 @@ class ChangeRange:
     expired_skipped: tuple[int, ...] = ()
 
 
+class BoundNames(NamedTuple):
+    """What the caller calls each range bound, so a refusal names the option the user set
+    (`--from-timestamp` on the command line, `start-timestamp` in Spark)."""
+
+    from_sequence: str = "from_sequence"
+    from_timestamp: str = "from_timestamp_ms"
+    to_sequence: str = "to_sequence"
+    to_timestamp: str = "to_timestamp_ms"
+    to_snapshot: str = "to_snapshot_id"
+    to_ref: str = "to_ref"
+
+
+API_BOUND_NAMES = BoundNames()  # the keyword arguments of `resolve_range` / `changes`
+
+
+def _check_to_sequence(metadata: TableMetadata, sequence: int, names: BoundNames) -> None:
+    """A sequence number beyond the head names a commit that does not exist yet; clamping
+    it to the head would answer for a range the caller did not ask for."""
+    current = metadata.current_snapshot
+    head = current.sequence_number if current is not None else 0
+    if sequence > head:
+        raise InvalidRange(f"{names.to_sequence} {sequence} is beyond the table's head "
+                           f"(sequence number {head}, snapshot "
+                           f"{current.snapshot_id if current else None})")
+
+
+def _check_start_before_end(to: Snapshot, names: BoundNames, *, from_sequence: int | None,
+                            from_timestamp_ms: int | None, to_sequence: int | None,
+                            to_timestamp_ms: int | None, to_snapshot_id: int | None,
+                            to_ref: str | None) -> None:
+    """Refuse a start later than an explicit end (Iceberg's Spark changelog scans refuse a
+    start-timestamp after the end-timestamp): the range would be empty by mistake. A
+    start after the head with no end given stays a valid, empty range (nothing since)."""
+    if to_timestamp_ms is not None:
+        end_ms, end = to_timestamp_ms, f"{names.to_timestamp} {to_timestamp_ms}"
+    elif to_snapshot_id is not None or to_ref is not None:
+        which = (f"{names.to_snapshot} {to_snapshot_id}" if to_snapshot_id is not None
+                 else f"{names.to_ref} {to_ref!r}")
+        end_ms, end = to.timestamp_ms, f"{which} (committed at {to.timestamp_ms} ms)"
+    else:
+        end_ms = None
+    if from_timestamp_ms is not None and end_ms is not None and from_timestamp_ms > end_ms:
+        raise InvalidRange(f"{names.from_timestamp} {from_timestamp_ms} is later than "
+                           f"{end}: the range's start must not be after its end")
+    if to_sequence is not None:
+        end_seq, end = to_sequence, f"{names.to_sequence} {to_sequence}"
+    elif to_snapshot_id is not None or to_ref is not None:
+        which = (f"{names.to_snapshot} {to_snapshot_id}" if to_snapshot_id is not None
+                 else f"{names.to_ref} {to_ref!r}")
+        end_seq, end = to.sequence_number, f"{which} (sequence number {to.sequence_number})"
+    else:
+        end_seq = None
+    if from_sequence is not None and end_seq is not None and from_sequence > end_seq:
+        raise InvalidRange(f"{names.from_sequence} {from_sequence} is later than {end}: "
+                           "the range's start must not be after its end")
+
+
 def _snapshot_by_sequence(lineage: list[Snapshot], sequence_number: int) -> Snapshot | None:
     """The newest snapshot of a lineage (newest first) at or before a sequence number."""
     return next((s for s in lineage if s.sequence_number <= sequence_number), None)
@@ -78,7 +135,8 @@ def _snapshot_by_time(lineage: list[Snapshot], timestamp_ms: int) -> Snapshot | 
 
 
 def _resolve_to(metadata: TableMetadata, snapshot_id: int | None, sequence: int | None,
-                timestamp_ms: int | None, ref: str | None) -> Snapshot | None:
+                timestamp_ms: int | None, ref: str | None,
+                names: BoundNames) -> Snapshot | None:
     given = [v for v in (snapshot_id, sequence, timestamp_ms, ref) if v is not None]
     if len(given) > 1:
         raise InvalidRange("give the range's end once: snapshot id, sequence number, "
@@ -92,6 +150,7 @@ def _resolve_to(metadata: TableMetadata, snapshot_id: int | None, sequence: int 
         return None
     lineage = metadata.ancestors(current.snapshot_id)
     if sequence is not None:
+        _check_to_sequence(metadata, sequence, names)
         found = _snapshot_by_sequence(lineage, sequence)
         if found is None:
             raise SnapshotNotFound(f"no snapshot at or before sequence number {sequence}")
@@ -108,17 +167,26 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
                   from_sequence: int | None = None, from_timestamp_ms: int | None = None,
                   from_ref: str | None = None, to_snapshot_id: int | None = None,
                   to_sequence: int | None = None, to_timestamp_ms: int | None = None,
-                  to_ref: str | None = None, skip_expired: bool = False) -> ChangeRange:
+                  to_ref: str | None = None, skip_expired: bool = False,
+                  names: BoundNames = API_BOUND_NAMES) -> ChangeRange:
     """The commits of (from, to], walking `to`'s parent chain back to `from`.
 
     `from` is exclusive: by snapshot id, by sequence number (changes committed with a
     greater one), by time (changes committed after it) or by ref. Missing `from` means the
-    whole history; missing `to` the current snapshot.
+    whole history; missing `to` the current snapshot. A start later than an explicit end,
+    or a `to_sequence` beyond the head, is refused (`InvalidRange`, naming the bounds as
+    `names` says the caller calls them): every entry point (CLI, API, Spark) comes here.
     """
     metadata = table.metadata
-    to = _resolve_to(metadata, to_snapshot_id, to_sequence, to_timestamp_ms, to_ref)
+    if to_sequence is not None and metadata.current_snapshot is None:
+        _check_to_sequence(metadata, to_sequence, names)
+    to = _resolve_to(metadata, to_snapshot_id, to_sequence, to_timestamp_ms, to_ref, names)
     if to is None:
         return ChangeRange(None, None, ())
+    _check_start_before_end(to, names, from_sequence=from_sequence,
+                            from_timestamp_ms=from_timestamp_ms, to_sequence=to_sequence,
+                            to_timestamp_ms=to_timestamp_ms, to_snapshot_id=to_snapshot_id,
+                            to_ref=to_ref)
     lineage = metadata.ancestors(to.snapshot_id)
     given = [v for v in (from_snapshot_id, from_sequence, from_timestamp_ms, from_ref)
              if v is not None]

@@ -19,7 +19,13 @@ import pyarrow as pa
 
 from meltwater.planner.expressions import TRUE, Expression, bind
 from meltwater.planner.fileio import FileIO
-from meltwater.planner.incremental import ChangeRange, IncrementalPlanner, resolve_range
+from meltwater.planner.incremental import (
+    API_BOUND_NAMES,
+    BoundNames,
+    ChangeRange,
+    IncrementalPlanner,
+    resolve_range,
+)
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.types import Schema
@@ -96,14 +102,16 @@ def change_feed(table: Table | str, *, from_snapshot_id: int | None = None,
                 identifier_columns: list[str] | None = None, keep_carryover: bool = False,
                 appends_only: bool = False, equality_deletes: str = "resolve",
                 change_type_names: str = "iceberg", skip_expired: bool = False,
-                io: FileIO | None = None) -> ChangeFeed:
-    """Plan a change read; see `changes` for the options."""
+                io: FileIO | None = None,
+                bound_names: BoundNames = API_BOUND_NAMES) -> ChangeFeed:
+    """Plan a change read; see `changes` for the options. `bound_names`: what the caller
+    calls the range options, for the error refusing a start after the end."""
     loaded = load_table(table, io) if isinstance(table, str) else table
     change_range = resolve_range(
         loaded, from_snapshot_id=from_snapshot_id, from_sequence=from_sequence,
         from_timestamp_ms=from_timestamp_ms, from_ref=from_ref, to_snapshot_id=to_snapshot_id,
         to_sequence=to_sequence, to_timestamp_ms=to_timestamp_ms, to_ref=to_ref,
-        skip_expired=skip_expired)
+        skip_expired=skip_expired, names=bound_names)
     metadata = loaded.metadata
     end = (metadata.snapshot(change_range.to_snapshot_id)
            if change_range.to_snapshot_id is not None else None)
@@ -139,7 +147,8 @@ def changes(table: Table | str, *, batch_size: int = 131_072, **options) -> pa.R
 
     The range is (from, to]: `from_*` is exclusive and `to_*` inclusive, each by snapshot
     id, sequence number, timestamp in ms or ref; no `from` means the whole history, no `to`
-    the current snapshot. Rows carry the table columns (in the schema of `to`) and
+    the current snapshot. A `from` later than an explicit `to`, or a `to_sequence` beyond
+    the head, raises `InvalidRange`. Rows carry the table columns (in the schema of `to`) and
     `_change_type` (INSERT, DELETE, UPDATE_BEFORE, UPDATE_AFTER), `_change_ordinal`,
     `_commit_snapshot_id`, `_commit_sequence_number` and `_commit_timestamp`.
 

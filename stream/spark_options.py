@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.incremental import BoundNames
 
 
 class OptionError(MeltwaterError):
@@ -184,6 +185,13 @@ def change_options(options: Mapping[str, str]) -> dict[str, Any]:
     return kwargs
 
 
+# What `resolve_range` calls the bounds when it refuses a range, in this source's options.
+BOUND_NAMES = BoundNames(from_sequence="start-sequence-number",
+                         from_timestamp="start-timestamp/startingTimestamp",
+                         to_timestamp="end-timestamp/endingTimestamp",
+                         to_snapshot="end-snapshot-id/endingVersion")
+
+
 def change_read(options: Mapping[str, str]) -> ChangeRead:
     """A batch change read's range and options, Iceberg names first, Spark 4.2 aliases after.
 
@@ -216,6 +224,7 @@ def change_read(options: Mapping[str, str]) -> ChangeRead:
         kwargs["to_snapshot_id"] = end_id
     if end_ms is not None:
         kwargs["to_timestamp_ms"] = end_ms
+    kwargs["bound_names"] = BOUND_NAMES
     return ChangeRead(kwargs, inclusive_version)
 
 
