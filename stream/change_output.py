@@ -14,7 +14,8 @@ One event per change, one JSON object per line::
 - `source.ts_ms` is the commit's timestamp; the top-level `ts_ms` is when meltwater
   produced the event, as in Debezium (pass `ts_ms` for reproducible output).
 - Values are converted like the `jsonl` format (`meltwater.stream.output`): ISO times, exact
-  decimals as strings, bytes in base64, NaN as "NaN".
+  decimals as strings, bytes in base64, NaN and the infinities as the strings "NaN",
+  "Infinity" and "-Infinity" (JSON has no literal for them), nested values too.
 
 Change types in either vocabulary (Iceberg's or Delta's) are understood. An update pair may
 straddle two batches; the writer carries the UPDATE_BEFORE over.
@@ -116,7 +117,7 @@ def write_debezium_jsonl(reader: Iterable[pa.RecordBatch], output: str | IO[str]
     try:
         for event in debezium_events(reader, table_name, initial_snapshot=initial_snapshot,
                                      ts_ms=ts_ms):
-            handle.write(json.dumps(event, default=json_default) + "\n")
+            handle.write(json.dumps(event, default=json_default, allow_nan=False) + "\n")
             count += 1
         return count
     finally:

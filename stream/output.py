@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import math
 import sys
 import uuid
 from collections.abc import Iterable
@@ -41,15 +42,28 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def _json_value(value: Any) -> Any:
+    """A value JSON can hold: NaN and the infinities, which JSON has no literal for (bare
+    `NaN`/`Infinity` are rejected by JSON parsers), become the strings "NaN", "Infinity"
+    and "-Infinity" at any depth; Arrow maps (lists of key/value tuples) become objects."""
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and isinstance(value[0], tuple):
+            return {str(k): _json_value(v) for k, v in value}  # an Arrow map
+        return [_json_value(v) for v in value]
+    return value
+
+
 def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in row.items():
-        if isinstance(value, float) and value != value:
-            value = "NaN"  # JSON has no NaN
-        elif isinstance(value, list) and value and isinstance(value[0], tuple):
-            value = {str(k): v for k, v in value}  # an Arrow map
-        out[key] = value
-    return out
+    """A row as `_json_value` writes it (see there)."""
+    return {key: _json_value(value) for key, value in row.items()}
 
 
 def _flatten_nested(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -139,7 +153,8 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
         count = 0
         for batch in reader:
             for row in batch.to_pylist():
-                handle.write(json.dumps(_json_safe(row), default=json_default) + "\n")
+                handle.write(json.dumps(_json_safe(row), default=json_default,
+                                        allow_nan=False) + "\n")
             count += batch.num_rows
         return count
     finally:

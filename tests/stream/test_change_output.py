@@ -85,3 +85,44 @@ def test_jsonl_to_a_path_and_a_stream(tmp_path) -> None:
     out = io.StringIO()
     assert write_debezium_jsonl([batch([("INSERT", 5, None, None)])], out, "t") == 1
     assert json.loads(out.getvalue())["after"]["id"] == 5
+
+
+def _strict_json(line: str):
+    """json.loads that rejects the bare NaN/Infinity/-Infinity other parsers reject."""
+    def refuse(constant: str):
+        raise ValueError(f"bare {constant} is not JSON")
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_non_finite_floats_are_strings_at_any_depth(corpus, tmp_path) -> None:
+    """JSON has no literal for NaN or the infinities: `jsonl` and `debezium-jsonl` write
+    them as the strings "NaN", "Infinity" and "-Infinity", in nested values too. The
+    rows are an Iceberg Java table's changes with its double column set to them."""
+    import meltwater.stream
+    from meltwater.stream.output import write_stream
+
+    changes = meltwater.stream.changes(corpus.scenarios["random_mix"].location).read_all()
+    rows = changes.slice(0, 3)
+    specials = [float("inf"), float("-inf"), float("nan")]
+    index = rows.schema.get_field_index("dbl")
+    rows = rows.set_column(index, rows.schema.field(index),
+                           pa.array(specials, rows.schema.field(index).type))
+    nested = pa.array([{"s": v, "l": [v, 1.0], "m": [("k", v)]} for v in specials],
+                      pa.struct([("s", pa.float64()), ("l", pa.list_(pa.float64())),
+                                 ("m", pa.map_(pa.string(), pa.float64()))]))
+    rows = rows.append_column("nested", nested)
+    want = ["Infinity", "-Infinity", "NaN"]
+    path = tmp_path / "out.jsonl"
+    assert write_stream(pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches()),
+                        "jsonl", str(path)) == 3
+    written = [_strict_json(line) for line in path.read_text().splitlines()]
+    assert [r["dbl"] for r in written] == want
+    assert [r["nested"] for r in written] == [{"s": w, "l": [w, 1.0], "m": {"k": w}}
+                                              for w in want]
+    inserts = rows.filter(pa.compute.equal(rows["_change_type"], "INSERT"))
+    assert inserts.num_rows > 0
+    out = io.StringIO()
+    write_debezium_jsonl(inserts.to_batches(), out, "db.t", ts_ms=1)
+    events = [_strict_json(line) for line in out.getvalue().splitlines()]
+    assert [e["after"]["dbl"] for e in events] == want[:inserts.num_rows]
+    assert [e["after"]["nested"]["l"][0] for e in events] == want[:inserts.num_rows]
