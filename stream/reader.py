@@ -627,6 +627,12 @@ class FileProjection:
                 pa.field(name, pa.null(), metadata={FIELD_ID_KEY: str(fid).encode()})
                 for fid, name in (names or {}).items()])
             file_schema = with_ids_by_name(file_schema, self._by_name)
+            if len(file_schema) and not _has_field_ids(file_schema):
+                # Not one column matched: every row would read as nulls. Iceberg Java
+                # needs ids or a name mapping here; a file with neither is not this table's.
+                raise UnreadableFile(
+                    f"{source.path}: the file has no field ids and none of its columns "
+                    f"({', '.join(source.schema.names[:5])}) is a column of the table")
         self.file_schema = file_schema
         self.defaults = _defaults(projection)
         by_id = _children_by_id(pa.struct(list(file_schema)))

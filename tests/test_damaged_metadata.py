@@ -239,3 +239,44 @@ def test_a_start_after_the_end_is_refused_naming_the_bounds(corpus):
     assert resolve_range(table, from_timestamp_ms=head.timestamp_ms + 1).commits == ()
     assert resolve_range(table, to_sequence=head.sequence_number).to_snapshot_id == (
         head.snapshot_id)
+
+
+# -- 3. a data file with neither field ids nor the table's names ------------------------------
+
+
+def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_path):
+    """Without field ids a file is matched by column name; a file none of whose columns
+    is the table's would read as rows of nulls. It is refused, naming the file."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from meltwater.planner.manifests import ManifestReader
+    from meltwater.stream.errors import UnreadableFile
+    from meltwater.stream.reader import read_data_file
+
+    table = load_table(corpus.scenarios["cow_partitioned"].location)
+    metadata = table.metadata
+    reader = ManifestReader(metadata, table.io)
+    manifest = next(m for m in reader.manifest_list(metadata.current_snapshot)
+                    if m.content == 0)
+    entry = next(e for e in reader.entries(manifest) if e.status != 2)
+    original = pq.read_table(entry.file.file_path)
+    plain = pa.table(original.columns, names=original.column_names)  # no field ids
+    assert all(not f.metadata for f in plain.schema)
+
+    def rows_of(table_: pa.Table, name: str) -> pa.Table:
+        path = tmp_path / name
+        pq.write_table(table_, path)
+        file = dataclasses.replace(entry.file, file_path=str(path),
+                                   file_size_in_bytes=path.stat().st_size)
+        return pa.Table.from_batches(list(read_data_file(file, metadata.schema, table.io)))
+
+    expected = pa.Table.from_batches(list(read_data_file(entry.file, metadata.schema,
+                                                         table.io)))
+    assert rows_of(plain, "by-name.parquet").equals(expected)  # matched by name
+    renamed = plain.rename_columns([f"c{i}" for i in range(plain.num_columns)])
+    with pytest.raises(UnreadableFile, match=r"foreign\.parquet: the file has no field ids "
+                                             r"and none of its columns \(c0"):
+        rows_of(renamed, "foreign.parquet")
