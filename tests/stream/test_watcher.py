@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import shutil
 import statistics
@@ -323,3 +324,34 @@ def test_misuse_and_missing_tables(corpus, tmp_path):
     with pytest.raises(WatcherError, match="stopped"):
         watcher.start()
     assert Path(corpus.scenarios["random_mix"].location).exists()
+
+
+def _commit_without_hint(replay: Replay) -> int:
+    """Commit the next version as a Hadoop writer that stops after the rename (the commit)
+    and before rewriting version-hint.text: the hint is left stale."""
+    replay.version += 1
+    temp = replay.metadata / f"{uuid.uuid4()}.metadata.json"
+    temp.write_text(replay.sources[replay.version - 1].read_text())
+    os.rename(temp, replay.metadata / f"v{replay.version}.metadata.json")
+    return replay.version
+
+
+@pytest.mark.parametrize("poll", MODES)
+def test_a_stale_version_hint_does_not_hide_commits(corpus, tmp_path, poll):
+    """The watcher finds the current metadata as load_table does, walking forward from a
+    stale hint like Iceberg Java: commits after it are seen and reported."""
+    replay = Replay(corpus.scenarios["random_mix"].location, tmp_path / "t")
+    replay.commit_until(2)
+    stale = _commit_without_hint(replay)
+    with SnapshotWatcher(replay.location, poll=poll) as watcher:
+        assert watcher.latest.metadata_location.endswith(f"/v{stale}.metadata.json")
+        assert watcher.latest.snapshot_id == replay.current_snapshot(stale)
+        last = stale
+        while replay.remaining and not _new_main_commits(replay, stale + 1, last):
+            last = _commit_without_hint(replay)
+        expected = _new_main_commits(replay, stale + 1, last)
+        assert expected, "the scenario should gain a main commit after version 3"
+        events = _collect(watcher, len(expected))
+        assert [e.snapshot_id for e in events] == expected
+        assert watcher.latest.metadata_location.endswith(f"/v{last}.metadata.json")
+    assert (replay.metadata / "version-hint.text").read_text() == "2"
