@@ -368,6 +368,10 @@ class ManifestCache:
 MANIFEST_CACHE = ManifestCache()
 
 
+def _cache_key(manifest: ManifestFile) -> tuple[str, int | None, ManifestContent]:
+    return manifest.manifest_path, manifest.first_row_id, manifest.content
+
+
 class ManifestReader:
     """Reads one table's manifest lists and manifests; decoded manifests come from a cache.
 
@@ -393,9 +397,10 @@ class ManifestReader:
         if self.cache is None:
             return _read_manifest(self.io, manifest, self.metadata, self._decoder)
         # A v2 manifest carried into a v3 snapshot gains a first_row_id there, which its
-        # entries inherit: the same file decodes differently under the two lists.
+        # entries inherit: the same file decodes differently under the two lists. The
+        # content label is part of the key too: decoding checks the entries against it.
         return self.cache.get(
-            (manifest.manifest_path, manifest.first_row_id),
+            _cache_key(manifest),
             lambda: _read_manifest(self.io, manifest, self.metadata, self._decoder))
 
     def entries_naming(self, manifest: ManifestFile,
@@ -414,7 +419,7 @@ class ManifestReader:
         since an entry's id depends on every entry before it.
         """
         wanted = frozenset(paths)
-        key = (manifest.manifest_path, manifest.first_row_id)
+        key = _cache_key(manifest)
         cached = self.cache.peek(key) if self.cache is not None else None
         if cached is None and manifest.first_row_id is None and (
                 self.cache is None or self.cache.partial_read(key) == 1):
