@@ -10,8 +10,8 @@ the statements, in this order:
    two columns swap or shift names, so no statement meets a name still in use);
 3. type changes: Iceberg's promotions (int -> long, float -> double, decimal precision)
    alter the column where the declared SQL type changes (PostgreSQL; SQLite declares one
-   storage class for both sides); any other change of a recorded column's SQL type is
-   refused;
+   storage class for both sides); a batch of an older, narrower schema keeps the wider
+   column; any other change of a recorded column's SQL type is refused;
 4. adds: an id the record lacks is a new column, also when it reuses the name of a dropped
    one (the old column went in step 1, so the re-added column starts empty, as in Iceberg).
 
@@ -103,9 +103,12 @@ def plan_schema_change(table: str, recorded: dict[int, RecordedColumn],
         plan.steps.append(Step(rename_column_sql(table, old, column.name), "rename", old))
     names = (names - leaving) | {c.name for _, c in renames}
 
-    for column in target:
+    for index, column in enumerate(target):
         old = recorded.get(column.field_id)
         if old is None or old.sql_type == column.sql_type:
+            continue
+        if is_promotion(column.sql_type, old.sql_type):  # an older, narrower schema's batch
+            plan.record[index] = RecordedColumn(column.field_id, column.name, old.sql_type)
             continue
         if not is_promotion(old.sql_type, column.sql_type):
             raise SchemaChangeNotMirrored(
