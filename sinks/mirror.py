@@ -269,6 +269,8 @@ class Mirror:
     def _sync(self, columns: list[Column]) -> None:
         """Bring the mirror table to `columns` by field id (inside the batch's transaction)."""
         existing = self._db.table_columns(self.table) or {}
+        # read in the transaction: a batch that failed after its DDL rolled the record back
+        self._recorded = self._record.read()
         plan = plan_schema_change(self.table, self._recorded, list(existing), columns,
                                   key_ids=self._key_ids,
                                   keep_dropped=self.keep_dropped_columns)
