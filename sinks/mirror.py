@@ -312,6 +312,10 @@ class Mirror:
         """The batch in the mirror's columns and types (after following `schema`), plus the
         change metadata it needs; and the key columns."""
         mapped = self._match(batch, schema, what)
+        missing_keys = [fid for fid in self._key_ids if fid not in mapped]
+        if missing_keys:
+            raise InvalidChanges(f"{what} lacks key column "
+                                 f"{', '.join(self._key_name(f, schema) for f in missing_keys)}")
         columns = []
         for column in mirror_columns(schema, self._db.dialect):
             if column.field_id in mapped or isinstance(self._source, Schema):
@@ -327,10 +331,6 @@ class Mirror:
             # dropped from the table since: the mirror drops it now
         self._sync(columns)
         by_id = {c.field_id: c for c in columns}
-        missing_keys = [fid for fid in self._key_ids if fid not in by_id]
-        if missing_keys:
-            raise InvalidChanges(f"{what} lacks key column(s) "
-                                 f"{', '.join(self._recorded_name(f) for f in missing_keys)}")
         arrays = []
         for column in columns:
             array = mapped.get(column.field_id)
@@ -346,9 +346,9 @@ class Mirror:
                             names=[c.name for c in columns] + kept)
         return prepared, [by_id[fid] for fid in self._key_ids]
 
-    def _recorded_name(self, field_id: int) -> str:
-        found = self._recorded.get(field_id)
-        return repr(found.name) if found else f"(field id {field_id})"
+    def _key_name(self, field_id: int, schema: Schema) -> str:
+        return (repr(schema.find_field(field_id).name) if schema.has_field(field_id)
+                else f"(field id {field_id})")
 
     def _match(self, batch: pa.Table, schema: Schema, what: str) -> dict[int, pa.ChunkedArray]:
         """Batch columns by field id: the id they carry, else their name (see the module
