@@ -25,6 +25,10 @@ A service runs pipelines; each reads one table's change stream and writes one si
     url = "sqlite:////var/lib/meltwater/mirror.db"
     table = "orders"
     key = ["id"]                   # default: the table's identifier fields
+    keep-dropped-columns = false   # true: a column dropped in Iceberg stays (unwritten)
+
+A mirror pipeline's stream runs with `schema-change=fail` (the service restarts it with the
+new schema; see `meltwater.service.mirror_sink`); asking for another mode is refused.
 
 Every problem is reported as one line naming the file, the key and what is wrong, before a
 SparkSession or a sink is touched: a bad config must never half-start a service.
@@ -47,8 +51,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SINK_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "sqlite": {"url": str, "table": str, "key": list},
-    "postgres": {"url": str, "table": str, "key": list},
+    "sqlite": {"url": str, "table": str, "key": list, "keep-dropped-columns": bool},
+    "postgres": {"url": str, "table": str, "key": list, "keep-dropped-columns": bool},
     "parquet": {"path": str, "partition-by": list},
     "json": {"path": str, "partition-by": list},
     "console": {"rows": int, "truncate": bool},
@@ -261,6 +265,11 @@ def _pipeline(source: str, index: int, entry: Any) -> PipelineConfig:
         options[key] = str(value).lower() if isinstance(value, bool) else str(value)
     _check_source_options(options_reader, table, options)
     sink = _sink(reader.child("sink"), name)
+    if sink.type in ("sqlite", "postgres") and \
+            {k.lower(): v for k, v in options.items()}.get("schema-change", "fail") != "fail":
+        options_reader.fail("schema-change", "a mirror pipeline's stream runs with "
+                            "schema-change=fail, so a column added mid-stream is restarted "
+                            "into the mirror instead of projected away; remove the option")
     reader.done()
     return PipelineConfig(name, table, checkpoint, sink, trigger_text, interval, options)
 

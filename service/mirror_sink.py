@@ -3,14 +3,32 @@
 The ledger's pipeline name is the pipeline's name plus a digest of its checkpoint location:
 Spark's batch ids restart from 0 with a new checkpoint, so a pipeline pointed at a fresh
 checkpoint must not find its new batches "already applied" under the old one's ids.
+
+**Schema changes.** A stream's columns are fixed when its query starts
+(`meltwater.stream.offsets`, "Schema changes"), and by default a column added later is
+projected away: a mirror would silently lose it. So the service runs mirror pipelines with
+`schema-change=fail` (`MIRROR_SOURCE_OPTIONS`; a configuration asking otherwise is refused):
+the stream emits every commit before the change, then stops, and the service restarts the
+query at once (`pipeline.is_schema_change`), which reads the new schema; the first batch
+carrying it makes the mirror apply the DDL in that batch's transaction. Renames do not stop
+the stream (it keeps the old name): each batch carries the stream's field ids
+(`stream_field_ids`, read from the table as the query starts), so the mirror follows the
+rename by id at the first batch whose commit has the new name.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
+from meltwater.planner.metadata import load_table
 from meltwater.service.config import PipelineConfig
+from meltwater.sinks.errors import SchemaChangeNotMirrored
+from meltwater.stream.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+
+MIRROR_SINKS = ("sqlite", "postgres")
+MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
 
 
 def ledger_name(name: str, checkpoint: str) -> str:
@@ -25,7 +43,8 @@ def open_mirror(pipeline: PipelineConfig) -> Any:
     options = pipeline.sink.options
     return open_sink(options["url"], table=options["table"], source=pipeline.table,
                      key_columns=options.get("key"),
-                     pipeline=ledger_name(pipeline.name, pipeline.checkpoint))
+                     pipeline=ledger_name(pipeline.name, pipeline.checkpoint),
+                     keep_dropped_columns=bool(options.get("keep-dropped-columns", False)))
 
 
 def check_mirror(pipeline: PipelineConfig) -> None:
@@ -34,8 +53,25 @@ def check_mirror(pipeline: PipelineConfig) -> None:
     open_mirror(pipeline).close()
 
 
+def stream_field_ids(table: str, columns: Sequence[str]) -> dict[str, int]:
+    """The field ids of a starting stream's columns, from the table's current schema; the
+    names must be exactly that schema's, else the table changed while the query started
+    (the query is then failed and restarted)."""
+    schema = load_table(table).metadata.schema
+    by_name = {f.name: f.field_id for f in schema.fields}
+    data = [c for c in columns if c not in METADATA_COLUMNS and c not in LINEAGE_COLUMNS]
+    if sorted(data) != sorted(by_name):
+        raise SchemaChangeNotMirrored(
+            f"table {table} changed its schema while the mirror's query started (stream "
+            f"columns {', '.join(data)}; table columns {', '.join(by_name)}): restarting")
+    return {name: by_name[name] for name in data}
+
+
 def mirror_writer(frame: Any, pipeline: PipelineConfig) -> Any:
-    """`frame.writeStream.foreachBatch(...)` applying each micro-batch to the mirror."""
+    """`frame.writeStream.foreachBatch(...)` applying each micro-batch to the mirror, the
+    batches carrying the stream's field ids."""
     from meltwater.sinks.spark_writer import foreach_batch
 
-    return frame.writeStream.foreachBatch(foreach_batch(lambda: open_mirror(pipeline)))
+    field_ids = stream_field_ids(pipeline.table, frame.columns)
+    return frame.writeStream.foreachBatch(foreach_batch(lambda: open_mirror(pipeline),
+                                                        field_ids))

@@ -5,7 +5,9 @@
 checkpoint and trigger. `poll()`, called by the service loop, reads the query's progress
 (the offset it committed, the batch's duration and change counts) into metrics, health and
 the progress line; a failed query is logged, counted and restarted with backoff, resuming
-from its checkpoint.
+from its checkpoint. A query that stopped because the table's schema changed (mirror
+pipelines run with `schema-change=fail`, see `mirror_sink`) is restarted at once, not
+counted as a failure: the new query reads the new schema.
 
 The event-driven trigger is a zero-interval processing-time trigger whose source blocks in
 `latestOffset` until the table's watcher reports a commit (`watch-wait-ms`): a micro-batch
@@ -25,6 +27,7 @@ from meltwater.planner.errors import MeltwaterError
 from meltwater.service.config import AVAILABLE_NOW, PipelineConfig
 from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
+from meltwater.service.mirror_sink import MIRROR_SINKS, MIRROR_SOURCE_OPTIONS
 from meltwater.service.table_head import TableHead
 
 log = logging.getLogger("meltwater.service")
@@ -85,7 +88,10 @@ class PipelineRun:
 
     def start(self) -> None:
         config = self.config
-        reader = self.spark.readStream.format("meltwater").options(**config.options)
+        options = dict(config.options)
+        if config.sink.type in MIRROR_SINKS:
+            options.update(MIRROR_SOURCE_OPTIONS)  # see mirror_sink: "Schema changes"
+        reader = self.spark.readStream.format("meltwater").options(**options)
         if config.event_driven:
             reader = reader.option("watch-wait-ms", EVENT_WAIT_MS)
         frame = reader.load(config.table)
@@ -214,6 +220,12 @@ class PipelineRun:
             self.health.update(name, state="stopped")
             log.info("pipeline finished", extra=fields(pipeline=name))
             return
+        if is_schema_change(error):  # schema-change=fail: restart now, in the new schema
+            self.retry_at = 0.0
+            self.health.update(name, state="restarting")
+            log.info("table schema changed; restarting the query in the new schema",
+                     extra=fields(pipeline=name, reason=_first_line(error)))
+            return
         self._failed(_first_line(error))
 
     def _failed(self, message: str) -> None:
@@ -234,6 +246,13 @@ class PipelineRun:
             self._failed(str(error))
         except Exception as error:  # Spark's analysis errors: retried like a failed query
             self._failed(_first_line(error))
+
+
+def is_schema_change(error: BaseException) -> bool:
+    """Whether a query stopped because its table's schema changed (`schema-change=fail`:
+    `meltwater.stream.offsets.SchemaChanged`, seen through Spark's exception text)."""
+    text = str(getattr(error, "desc", None) or error)
+    return "SchemaChanged" in text and "changed its schema at snapshot" in text
 
 
 def _first_line(error: BaseException) -> str:

@@ -55,3 +55,9 @@ class MirrorTableMismatch(SinkError):
 
 class BatchMismatch(SinkError):
     """A batch id the ledger already holds arrived with different contents."""
+
+
+class SchemaChangeNotMirrored(SinkError):
+    """An Iceberg schema change the mirror table cannot follow (the database refuses the
+    DDL, a name is taken by a column the mirror does not own, a batch lacks a column its
+    commit has); the message names the table and the column."""

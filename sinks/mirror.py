@@ -7,26 +7,42 @@
     mirror.reached()                                        # Position(batch_id, snapshot_id, ...)
 
 Opening a mirror reads the Iceberg table's current schema (`source` is a table location,
-or a `Schema`), creates the mirror table if missing (columns typed by `sql_schema`, the key
-columns as primary key) plus the `meltwater_ledger`, adds columns the table gained since
-and widens columns Iceberg widened (int -> long, float -> double, decimal precision). Key
-columns are `key_columns` if given, else the table's identifier fields.
+or a `Schema`), checks every column maps to SQL (`sql_schema`) and the key, and creates the
+mirror table if missing (the key columns as primary key) plus `meltwater_ledger` and
+`meltwater_columns`. Key columns are `key_columns` if given, else the table's identifier
+fields; they are held by field id, so a renamed key column stays the key.
 
 `apply(batch_id, changes)` runs in one transaction: if the ledger holds the batch id, it
-is skipped (Spark replays the last batch after a crash); otherwise the batch's net effect
-per key (`net_effect`) is applied, deletes then upserts, and the ledger row is written.
+is skipped (Spark replays the last batch after a crash); otherwise the mirror table is
+brought to the batch's schema, the batch's net effect per key (`net_effect`) is applied,
+deletes then upserts, and the ledger row is written.
 
-Batch columns are matched to mirror columns by Iceberg field id when they carry one
-(`meltwater.stream` batches do; a renamed column still lands in its column), else by
-name (Spark DataFrames). A mirror column the batch lacks is written as null: the rows of
-an older schema did not have it. Change metadata and row lineage columns are not mirrored.
-A batch column the mirror does not know makes it re-read the table's schema once (a column
-added since it opened is then added); a field id the table no longer has is a dropped
-column and is left out; an unknown name without a field id is an error.
+**Schema changes, by field id.** A batch's schema is that of the commit it reaches (the
+`snapshot_id` given, else its last commit's `_commit_snapshot_id`; a `Schema` source is
+always itself). `meltwater_columns` (`column_record`) says which SQL column holds which
+field id; `schema_sync` plans the DDL from that record to the batch's schema: a rename
+renames the column, a drop drops it (`keep_dropped_columns=True` keeps it, no longer
+written, with a warning), a new field id is a new column even under an old name (the old
+column goes first), and Iceberg's widenings alter the type (PostgreSQL; SQLite's declared
+storage classes need none). The DDL and the new record commit in the transaction of the
+batch that first carries the schema, with its rows and ledger entry (both databases have
+transactional DDL), so a crash leaves the old layout or the new one whole. A change the
+database cannot express, or a name held by a column the mirror does not own, fails the
+batch with `SchemaChangeNotMirrored` naming the column; nothing is ever left silently stale.
+A table created by older code has no record: the first open records it by matching its
+column names against the table's current schema (columns it cannot match are left alone
+and named in a warning).
 
-Schema changes the mirror does not follow: a column renamed in Iceberg after the mirror
-table was created appears as a new column (the old one keeps its values and is no longer
-written; drop it by hand), and other type changes are left to the operator.
+Batch columns are matched to the schema's fields by the Iceberg field id they carry
+(`meltwater.stream` batches do; so do the service's, see `meltwater.service.mirror_sink`),
+else by name: in the batch's schema, else the table's current one (a name those two give
+different ids, as after a drop and re-add, is refused rather than guessed). A field the
+batch carries but its schema lacks (added later, or dropped) is left out. A field of the
+batch's schema the batch lacks is refused if the table still has it (a stream started
+before the column was added would otherwise lose its values: restart the stream), and
+dropped from the mirror now if the table dropped it since. With a `Schema` source, a
+missing column is written as null (the rows of an older schema did not have it). Change
+metadata and row lineage columns are not mirrored.
 
 The position a batch records is its last commit's. A Spark micro-batch that ends inside a
 commit (read limits split a commit bigger than the limit) records that commit, though
@@ -36,13 +52,16 @@ the rest of it comes in the next batch; `meltwater.stream.offsets` explains the 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.metadata import TableMetadata, load_table
 from meltwater.planner.types import Schema
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink
+from meltwater.sinks.column_record import ColumnRecord, RecordedColumn
 from meltwater.sinks.database import POSTGRES_SCHEMES, SQLITE_SCHEMES, connect
 from meltwater.sinks.errors import (
     BatchMismatch,
@@ -50,16 +69,18 @@ from meltwater.sinks.errors import (
     InvalidKeyColumn,
     MirrorTableMismatch,
     MissingKeyColumns,
+    SchemaChangeNotMirrored,
+    SinkError,
+    SinkUnavailable,
 )
 from meltwater.sinks.ledger import Ledger, LedgerEntry
 from meltwater.sinks.net_effect import net_effect
+from meltwater.sinks.schema_sync import Step, bootstrap, plan_schema_change
 from meltwater.sinks.sql_schema import (
     Column,
-    add_column_sql,
     check_key_type,
     create_table_sql,
     mirror_columns,
-    widen_sql,
 )
 from meltwater.sinks.sql_values import conform
 from meltwater.stream.arrow_schema import FIELD_ID_KEY, to_arrow_type
@@ -72,6 +93,8 @@ from meltwater.stream.change_schema import (
     METADATA_COLUMNS,
 )
 
+log = logging.getLogger(__name__)
+
 _KEPT_METADATA = (CHANGE_TYPE, CHANGE_ORDINAL, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER)
 _NOT_MIRRORED = frozenset(METADATA_COLUMNS) | frozenset(LINEAGE_COLUMNS)
 
@@ -80,22 +103,26 @@ class Mirror:
     """A SQL table mirroring an Iceberg table by key (see the module doc)."""
 
     def __init__(self, url: str, *, table: str, source: str | Schema,
-                 key_columns: Sequence[str] | None = None, pipeline: str | None = None) -> None:
+                 key_columns: Sequence[str] | None = None, pipeline: str | None = None,
+                 keep_dropped_columns: bool = False) -> None:
         """Open (and create if needed) mirror table `table` in the database at `url`.
 
         `pipeline` names this stream of batches in the ledger (default: `table`); give each
         stream writing one database its own, and a new one when a stream restarts from a
-        new checkpoint, since its batch ids start again from 0.
+        new checkpoint, since its batch ids start again from 0. `keep_dropped_columns`
+        keeps the SQL column of a column dropped in Iceberg (see the module doc).
         """
         self.table = table
         self.pipeline = pipeline or table
         self._source = source
         self._key_names = list(key_columns) if key_columns else None
-        self._dropped_ids: set[int] = set()
+        self.keep_dropped_columns = keep_dropped_columns
+        self._metadata: TableMetadata | None = None
         self._db = connect(url)
         self.name = self._db.dialect
         try:
             self._ledger = Ledger(self._db, self.pipeline)
+            self._record = ColumnRecord(self._db, table)
             self._open(self._current_schema())
         except BaseException:
             self._db.close()
@@ -113,9 +140,6 @@ class Mirror:
         """
         batch = as_table(changes)
         what = f"batch {batch_id} of pipeline {self.pipeline!r}"
-        effect = net_effect(self._prepare(batch, what), self.keys, what)
-        if snapshot_id is None:
-            snapshot_id, sequence_number = effect.snapshot_id, effect.sequence_number
         with self._db.transaction():
             done = self._ledger.find(batch_id)
             if done is not None:
@@ -123,11 +147,17 @@ class Mirror:
                 return BatchResult(batch_id, True, batch.num_rows, 0, 0,
                                    _position(self._ledger.last()))
             deleted = upserted = 0
-            if effect.absent.num_rows:
-                deleted = self._db.delete(self.table, self.key_columns, effect.absent)
-            if effect.present.num_rows:
-                upserted = self._db.upsert(self.table, self.columns, self.keys,
-                                           effect.present)
+            schema = self._batch_schema(batch, snapshot_id)
+            if schema is not None:
+                prepared, keys = self._prepare(batch, schema, what)
+                effect = net_effect(prepared, [k.name for k in keys], what)
+                if snapshot_id is None:
+                    snapshot_id, sequence_number = effect.snapshot_id, effect.sequence_number
+                if effect.absent.num_rows:
+                    deleted = self._db.delete(self.table, keys, effect.absent)
+                if effect.present.num_rows:
+                    upserted = self._db.upsert(self.table, self.columns,
+                                               [k.name for k in keys], effect.present)
             if snapshot_id is None:  # an empty batch: the position does not move
                 previous = self._ledger.last()
                 if previous is not None:
@@ -162,40 +192,64 @@ class Mirror:
     def _current_schema(self) -> Schema:
         if isinstance(self._source, Schema):
             return self._source
-        return load_table(self._source).metadata.schema
+        self._metadata = load_table(self._source).metadata
+        return self._metadata.schema
+
+    def _latest_schema(self) -> Schema:
+        """The table's current schema as last read (read once if never)."""
+        if isinstance(self._source, Schema):
+            return self._source
+        if self._metadata is None:
+            return self._current_schema()
+        return self._metadata.schema
+
+    def _schema_at(self, snapshot_id: int) -> Schema:
+        """The schema of a commit (re-reading the table once if it is newer than ours)."""
+        if self._metadata is None or snapshot_id not in self._metadata.snapshots:
+            self._current_schema()
+        assert self._metadata is not None
+        return self._metadata.schema_for(self._metadata.snapshot(snapshot_id))
 
     def _open(self, schema: Schema) -> None:
-        """Take `schema` as the mirror's: create or extend the table, ensure the ledger."""
+        """Check the schema maps to SQL, resolve the key, create or record the table."""
         columns = mirror_columns(schema, self._db.dialect)
-        keys = self._keys(schema, columns)
+        self._key_ids = self._keys(schema, columns)
         with self._db.transaction():
+            self._ledger.ensure()
+            self._record.ensure()
             existing = self._db.table_columns(self.table)
+            recorded = self._record.read()
+            key_names = [schema.column_name(fid) for fid in self._key_ids]
             if existing is None:
-                self._db.execute(create_table_sql(self.table, columns, keys))
-            else:
+                self._db.execute(create_table_sql(self.table, columns, key_names))
+                recorded = {c.field_id: RecordedColumn(c.field_id, c.name, c.sql_type)
+                            for c in columns}
+                self._record.write(list(recorded.values()))
+            elif not recorded:
+                record, steps = bootstrap(self.table, existing, columns)
+                self._run(steps)
+                self._record.write(record)
+                recorded = {r.field_id: r for r in record}
+                unmatched = sorted(set(existing) - {r.name for r in record})
+                log.warning("mirror table %s had no column record (made by an older "
+                            "meltwater): recorded %d column(s) by name against %s%s",
+                            self.table, len(record), self._source_name,
+                            f"; left alone, not written: {', '.join(unmatched)}"
+                            if unmatched else "")
+            if existing is not None:
+                key_names = [recorded[fid].name if fid in recorded else schema.column_name(fid)
+                             for fid in self._key_ids]
                 primary = self._db.primary_key(self.table)
-                if primary != set(keys):
+                if primary != set(key_names):
                     raise MirrorTableMismatch(
                         f"mirror table {self.table} has primary key "
                         f"({', '.join(sorted(primary)) or 'none'}), not the key columns "
-                        f"({', '.join(keys)}); drop it or choose another table name")
-                for column in columns:
-                    if column.name not in existing:
-                        self._db.execute(add_column_sql(self.table, column))
-                        continue
-                    widen = widen_sql(self.table, column, existing[column.name])
-                    if widen is not None:
-                        self._db.execute(widen)
-            self._ledger.ensure()
+                        f"({', '.join(key_names)}); drop it or choose another table name")
+        self._recorded = recorded
         self.schema = schema
-        self.columns = columns
-        self.keys = keys
-        by_name = {c.name: c for c in columns}
-        self.key_columns = [by_name[k] for k in keys]
-        self._by_id = {c.field_id: c for c in columns}
-        self._by_name = by_name
+        self.columns = [c for c in columns if c.field_id in recorded]
 
-    def _keys(self, schema: Schema, columns: list[Column]) -> list[str]:
+    def _keys(self, schema: Schema, columns: list[Column]) -> list[int]:
         names = self._key_names or [schema.column_name(fid)
                                     for fid in schema.identifier_field_ids]
         if not names:
@@ -210,26 +264,77 @@ class Mirror:
                     f"key column {name!r} is not a top-level column of {self._source_name} "
                     f"(columns: {', '.join(by_name)})")
             check_key_type(by_name[name], self._source_name)
-        return list(names)
+        return [by_name[name].field_id for name in names]
+
+    def _sync(self, columns: list[Column]) -> None:
+        """Bring the mirror table to `columns` by field id (inside the batch's transaction)."""
+        existing = self._db.table_columns(self.table) or {}
+        # read in the transaction: a batch that failed after its DDL rolled the record back
+        self._recorded = self._record.read()
+        plan = plan_schema_change(self.table, self._recorded, list(existing), columns,
+                                  key_ids=self._key_ids,
+                                  keep_dropped=self.keep_dropped_columns)
+        if plan.steps or plan.kept:
+            self._run(plan.steps)
+            self._record.write(plan.record)
+            for name in plan.kept:
+                log.warning("mirror table %s: column %s was dropped from %s and is kept "
+                            "(keep-dropped-columns): it is no longer written", self.table,
+                            name, self._source_name)
+        self._recorded = {r.field_id: r for r in plan.record}
+        self.columns = list(columns)
+
+    def _run(self, steps: list[Step]) -> None:
+        for step in steps:
+            try:
+                self._db.execute(step.sql)
+            except SinkUnavailable:
+                raise
+            except SinkError as error:
+                raise SchemaChangeNotMirrored(
+                    f"mirror table {self.table}: {self._db.dialect} cannot {step.action} "
+                    f"column {step.column!r}: {error}") from None
 
     # -- batches -------------------------------------------------------------------------
 
-    def _prepare(self, batch: pa.Table, what: str) -> pa.Table:
-        """The batch in the mirror's columns and types, plus the change metadata it needs."""
-        mapped, new_ids, unknown = self._match(batch)
-        if (new_ids or unknown) and not isinstance(self._source, Schema):
-            self._open(self._current_schema())  # columns added since the mirror opened
-            mapped, new_ids, unknown = self._match(batch)
-        self._dropped_ids.update(new_ids)  # ids the table no longer has: dropped columns
-        if unknown:
-            raise InvalidChanges(f"{what} has column(s) {', '.join(unknown)} that "
-                                 f"{self._source_name} does not have")
+    def _batch_schema(self, batch: pa.Table, snapshot_id: int | None) -> Schema | None:
+        """The schema the batch is in: its commit's (see the module doc); None for an empty
+        batch that names no commit (nothing to do)."""
+        if isinstance(self._source, Schema):
+            return self._source if batch.num_rows else None
+        commit = snapshot_id if snapshot_id is not None else _last_commit(batch)
+        if commit is not None:
+            return self._schema_at(commit)
+        return self._latest_schema() if batch.num_rows else None
+
+    def _prepare(self, batch: pa.Table, schema: Schema,
+                 what: str) -> tuple[pa.Table, list[Column]]:
+        """The batch in the mirror's columns and types (after following `schema`), plus the
+        change metadata it needs; and the key columns."""
+        mapped = self._match(batch, schema, what)
+        missing_keys = [fid for fid in self._key_ids if fid not in mapped]
+        if missing_keys:
+            raise InvalidChanges(f"{what} lacks key column "
+                                 f"{', '.join(self._key_name(f, schema) for f in missing_keys)}")
+        columns = []
+        for column in mirror_columns(schema, self._db.dialect):
+            if column.field_id in mapped or isinstance(self._source, Schema):
+                columns.append(column)
+                continue
+            if batch.num_rows and self._current_schema().has_field(column.field_id):
+                raise SchemaChangeNotMirrored(
+                    f"{what} lacks column {column.name!r} (field id {column.field_id}) of the "
+                    f"schema it is in, which {self._source_name} still has: its stream "
+                    "started before the column was added and would lose its values; "
+                    "restart the stream (meltwater serve runs mirrors with "
+                    "schema-change=fail and restarts them)")
+            # dropped from the table since: the mirror drops it now
+        self._sync(columns)
+        by_id = {c.field_id: c for c in columns}
         arrays = []
-        for column in self.columns:
-            array = mapped.get(column.name)
+        for column in columns:
+            array = mapped.get(column.field_id)
             if array is None:
-                if column.name in self.keys:
-                    raise InvalidChanges(f"{what} lacks key column {column.name!r}")
                 array = pa.nulls(batch.num_rows, to_arrow_type(column.type))
             try:
                 arrays.append(conform(array, column))
@@ -237,35 +342,71 @@ class Mirror:
                 raise InvalidChanges(f"{what}: column {column.name!r} of type {array.type} "
                                      f"does not convert to {column.type}: {e}") from None
         kept = [name for name in _KEPT_METADATA if name in batch.column_names]
-        return pa.table(arrays + [batch.column(name) for name in kept],
-                        names=[c.name for c in self.columns] + kept)
+        prepared = pa.table(arrays + [batch.column(name) for name in kept],
+                            names=[c.name for c in columns] + kept)
+        return prepared, [by_id[fid] for fid in self._key_ids]
 
-    def _match(self, batch: pa.Table) -> tuple[dict[str, pa.ChunkedArray], set[int], list[str]]:
-        """Batch columns by mirror column name; field ids and names the mirror lacks."""
-        mapped: dict[str, pa.ChunkedArray] = {}
-        new_ids: set[int] = set()
+    def _key_name(self, field_id: int, schema: Schema) -> str:
+        return (repr(schema.find_field(field_id).name) if schema.has_field(field_id)
+                else f"(field id {field_id})")
+
+    def _match(self, batch: pa.Table, schema: Schema, what: str) -> dict[int, pa.ChunkedArray]:
+        """Batch columns by field id: the id they carry, else their name (see the module
+        doc). Ids the schema lacks are left out."""
+        mapped: dict[int, pa.ChunkedArray] = {}
         unknown: list[str] = []
+        top_level = {f.field_id for f in schema.fields}
         for index, field in enumerate(batch.schema):
             if field.name in _NOT_MIRRORED:
                 continue
             raw_id = (field.metadata or {}).get(FIELD_ID_KEY)
-            if raw_id is not None:
-                field_id = int(raw_id)
-                column = self._by_id.get(field_id)
-                if column is None:
-                    if field_id not in self._dropped_ids:
-                        new_ids.add(field_id)
-                    continue
-            else:
-                column = self._by_name.get(field.name)
-                if column is None:
-                    unknown.append(field.name)
-                    continue
-            if column.name in mapped:
-                raise InvalidChanges(f"batch columns {field.name!r} and another both map to "
-                                     f"mirror column {column.name!r}")
-            mapped[column.name] = batch.column(index)
-        return mapped, new_ids, unknown
+            field_id = int(raw_id) if raw_id is not None else self._id_by_name(field.name,
+                                                                               schema)
+            if field_id is None:
+                unknown.append(field.name)
+                continue
+            if field_id not in top_level:
+                continue  # added after the batch's commit, or dropped: not in its rows
+            if field_id in mapped:
+                raise InvalidChanges(f"{what}: batch columns {field.name!r} and another both "
+                                     f"map to field id {field_id}")
+            mapped[field_id] = batch.column(index)
+        if unknown:
+            raise InvalidChanges(f"{what} has column(s) {', '.join(unknown)} that "
+                                 f"{self._source_name} does not have")
+        return mapped
+
+    def _id_by_name(self, name: str, schema: Schema) -> int | None:
+        """A batch column without a field id: its name in the batch's schema, else in the
+        table's current one; refused when the two give it different ids."""
+        ids = {fid for fid in (_top_level_id(schema, name),
+                               _top_level_id(self._latest_schema(), name))
+               if fid is not None}
+        if len(ids) > 1:
+            raise SchemaChangeNotMirrored(
+                f"batch column {name!r} has no field id, and the name is field "
+                f"{' and '.join(map(str, sorted(ids)))} of {self._source_name} (dropped and "
+                "added again): give the batch field ids (meltwater.stream batches, or "
+                "ForeachBatchWriter(field_ids=...))")
+        return ids.pop() if ids else None
+
+
+def _top_level_id(schema: Schema, name: str) -> int | None:
+    for field in schema.fields:
+        if field.name == name:
+            return field.field_id
+    return None
+
+
+def _last_commit(batch: pa.Table) -> int | None:
+    """The snapshot id of the batch's last commit (highest `_change_ordinal`), if it says."""
+    if batch.num_rows == 0 or COMMIT_SNAPSHOT_ID not in batch.column_names \
+            or CHANGE_ORDINAL not in batch.column_names:
+        return None
+    ordinals = pc.cast(batch.column(CHANGE_ORDINAL), pa.int64())
+    last = pc.max(ordinals)
+    rows = pc.filter(batch.column(COMMIT_SNAPSHOT_ID), pc.equal(ordinals, last))
+    return rows[0].as_py() if len(rows) else None
 
 
 def _check_replay(done: LedgerEntry, rows: int, snapshot_id: int | None, what: str) -> None:

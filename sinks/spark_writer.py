@@ -12,6 +12,12 @@ every batch once. The sink is opened on the first batch, in the process running 
 function (the driver; under Spark Connect, the server's Python worker, which is why the
 writer takes a factory and pickles without its open connection).
 
+Spark's rows carry column names only, no Iceberg field ids. A mirror then matches columns by
+name, which cannot tell a renamed column from a dropped one re-added under the old name;
+give the writer `field_ids` (the stream's column name -> field id, as the table's schema
+had them when the query started) and each batch carries them, as `meltwater.stream`
+batches do (`meltwater serve` does this for its mirrors).
+
 Memory: each micro-batch is collected to that process once, as one Arrow table
 (`DataFrame.toArrow()`), and applied whole in one transaction; bound the batch with the
 source's limits (`streaming-max-rows-per-micro-batch`, `-files-`, `-bytes-`). Nothing
@@ -21,10 +27,13 @@ here imports pyspark.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from meltwater.sinks.base import BatchResult, Sink
+from meltwater.stream.arrow_schema import FIELD_ID_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,11 +45,12 @@ class ForeachBatchWriter:
     """A picklable `foreachBatch` function over a sink opened on first use."""
 
     def __init__(self, open_sink: Callable[[], Sink] | None = None,
-                 sink: Sink | None = None) -> None:
+                 sink: Sink | None = None, field_ids: Mapping[str, int] | None = None) -> None:
         if open_sink is None and sink is None:
             raise ValueError("give open_sink or sink")
         self._open_sink = open_sink
         self._sink = sink
+        self.field_ids = dict(field_ids) if field_ids else None
         self.last_result: BatchResult | None = None
 
     @property
@@ -53,7 +63,10 @@ class ForeachBatchWriter:
         return self._sink
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        result = self.sink.apply(batch_id, df.toArrow())  # the one collect of the batch
+        batch = df.toArrow()  # the one collect of the batch
+        if self.field_ids:
+            batch = with_field_ids(batch, self.field_ids)
+        result = self.sink.apply(batch_id, batch)
         self.last_result = result
         log.info("batch %d %s: %d change rows, %d upserted, %d deleted, at snapshot %s",
                  batch_id, "skipped (applied before)" if result.skipped else "applied",
@@ -71,12 +84,24 @@ class ForeachBatchWriter:
         return state
 
 
-def foreach_batch(sink: Sink | Callable[[], Sink]) -> ForeachBatchWriter:
+def with_field_ids(batch: pa.Table, field_ids: Mapping[str, int]) -> pa.Table:
+    """The batch with each named column's field id in its Arrow field metadata."""
+    fields = []
+    for f in batch.schema:
+        fid = field_ids.get(f.name)
+        fields.append(f if fid is None else
+                      f.with_metadata({**(f.metadata or {}), FIELD_ID_KEY: str(fid)}))
+    return batch.cast(pa.schema(fields, metadata=batch.schema.metadata))
+
+
+def foreach_batch(sink: Sink | Callable[[], Sink],
+                  field_ids: Mapping[str, int] | None = None) -> ForeachBatchWriter:
     """A function for `df.writeStream.foreachBatch(...)` applying batches to a sink.
 
     Pass a function that opens the sink (picklable: works under Spark Connect too), or an
-    open sink (classic Spark, where the function runs in the driver's own process).
+    open sink (classic Spark, where the function runs in the driver's own process), and
+    optionally the stream's field ids by column name (see the module doc).
     """
     if isinstance(sink, Sink):
-        return ForeachBatchWriter(sink=sink)
-    return ForeachBatchWriter(open_sink=sink)
+        return ForeachBatchWriter(sink=sink, field_ids=field_ids)
+    return ForeachBatchWriter(open_sink=sink, field_ids=field_ids)

@@ -139,23 +139,39 @@ def add_column_sql(table: str, column: Column) -> str:
     return f"ALTER TABLE {quote_table(table)} ADD COLUMN {quote(column.name)} {column.sql_type}"
 
 
+def rename_column_sql(table: str, old: str, new: str) -> str:
+    return f"ALTER TABLE {quote_table(table)} RENAME COLUMN {quote(old)} TO {quote(new)}"
+
+
+def drop_column_sql(table: str, name: str) -> str:
+    return f"ALTER TABLE {quote_table(table)} DROP COLUMN {quote(name)}"
+
+
 _NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
+
+
+def is_promotion(old_sql_type: str, new_sql_type: str) -> bool:
+    """Whether SQL type `old` -> `new` is one of Iceberg's promotions as the mirror declares
+    them: int -> long, float -> double, decimal(P, S) -> decimal(P', S) with P' > P.
+    (SQLite declares the same storage class before and after, so it never needs one.)"""
+    old, new = old_sql_type.replace(" ", ""), new_sql_type.replace(" ", "")
+    if (old, new) in {("integer", "bigint"), ("real", "doubleprecision")}:
+        return True
+    old_dec, new_dec = _NUMERIC.fullmatch(old), _NUMERIC.fullmatch(new)
+    return bool(old_dec and new_dec and old_dec.group(2) == new_dec.group(2)
+                and int(new_dec.group(1)) > int(old_dec.group(1)))
+
+
+def retype_sql(table: str, column: Column) -> str:
+    return (f"ALTER TABLE {quote_table(table)} ALTER COLUMN {quote(column.name)} "
+            f"TYPE {column.sql_type}")
 
 
 def widen_sql(table: str, column: Column, existing: str) -> str | None:
     """ALTER the column to its type if Iceberg widened it since the table was created.
 
-    Only Iceberg's promotions: int -> long, float -> double, decimal(P, S) -> decimal(P', S)
-    with P' > P. SQLite needs none (the declared types are the same); any other difference
-    is left alone, as someone's deliberate choice.
+    For a table whose columns are not recorded yet (see `column_record`), compared with the
+    type the database declares: only Iceberg's promotions (`is_promotion`); any other
+    difference is left alone, as someone's deliberate choice.
     """
-    old, new = existing.replace(" ", ""), column.sql_type.replace(" ", "")
-    promoted = (old, new) in {("integer", "bigint"), ("real", "doubleprecision")}
-    old_dec, new_dec = _NUMERIC.fullmatch(old), _NUMERIC.fullmatch(new)
-    if old_dec and new_dec:
-        promoted = (old_dec.group(2) == new_dec.group(2)
-                    and int(new_dec.group(1)) > int(old_dec.group(1)))
-    if not promoted:
-        return None
-    return (f"ALTER TABLE {quote_table(table)} ALTER COLUMN {quote(column.name)} "
-            f"TYPE {column.sql_type}")
+    return retype_sql(table, column) if is_promotion(existing, column.sql_type) else None

@@ -22,6 +22,9 @@ from meltwater.sinks.sql_schema import Column, quote, quote_table
 from meltwater.sinks.sql_values import sqlite_values
 
 BUSY_TIMEOUT_S = 60.0
+# SQLite's generic "SQL error" (e.g. DDL a view forbids): not worth retrying, unlike a busy
+# or locked database, which sqlite3 reports as the same OperationalError class.
+SQLITE_ERROR = 1
 
 
 class SqliteDatabase:
@@ -58,6 +61,8 @@ class SqliteDatabase:
         try:
             yield
         except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) == SQLITE_ERROR:  # a refused statement
+                raise SinkError(f"SQLite database {self.path} refused: {e}") from e
             raise SinkUnavailable(f"SQLite database {self.path}: {e}") from e
         except sqlite3.Error as e:
             raise SinkError(f"SQLite database {self.path} refused: {e}") from e

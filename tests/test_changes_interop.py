@@ -23,7 +23,7 @@ from meltwater.planner.metadata import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
 META = ["_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",
         "_commit_timestamp", "_row_id", "_last_updated_sequence_number"]
 REMOVES = {"DELETE", "UPDATE_BEFORE"}

@@ -23,7 +23,7 @@ from meltwater.planner.metadata import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
 
 
 @pytest.mark.parametrize("name", ALL)

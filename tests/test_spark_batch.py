@@ -55,7 +55,7 @@ from meltwater.stream.spark_source import MeltwaterDataSource, change_schema_for
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
 UTC = dt.timezone.utc
 
 

@@ -57,6 +57,12 @@ def test_durations(text, seconds):
     (minimal(sink={"type": "parquet", "path": "/x", "partition": ["a"]}),
      "pipelines[0].sink.partition: unknown key (did you mean 'partition-by'?)"),
     (minimal(options={"starting": "sometime"}), "pipelines[0].options: option starting="),
+    (minimal(options={"schema-change": "project"}),
+     "pipelines[0].options.schema-change: a mirror pipeline's stream runs with "
+     "schema-change=fail"),
+    (minimal(sink={"type": "sqlite", "url": "sqlite:////tmp/m.db",
+                   "keep-dropped-columns": "yes"}),
+     "pipelines[0].sink.keep-dropped-columns: expected"),
     ({"pipelines": [minimal()["pipelines"][0], minimal()["pipelines"][0]]},
      "pipelines[1].name: 'orders' is used by an earlier pipeline"),
     ({"pipelines": [minimal()["pipelines"][0], minimal(name="b")["pipelines"][0]]},

@@ -33,6 +33,16 @@ def fetch(url: str, sql: str, params: tuple = ()) -> list[tuple]:
         return conn.execute(sql.replace("?", "%s"), params).fetchall()
 
 
+def mirror_columns(url: str, table: str) -> list[tuple[str, str]]:
+    """The mirror table's columns in order: (name, declared SQL type)."""
+    if url.startswith("sqlite:"):
+        return [(r[1], r[2]) for r in fetch(url, f'PRAGMA table_info("{table}")')]
+    return [tuple(r) for r in fetch(
+        url, "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+             "WHERE attrelid = to_regclass(?) AND attnum > 0 AND NOT attisdropped "
+             "ORDER BY attnum", (f'"{table}"',))]
+
+
 def read_mirror(url: str, table: str, schema: Schema) -> pa.Table:
     """The mirror table's rows as Arrow, in the schema's columns and engine Arrow types."""
     names = [f.name for f in schema.fields]

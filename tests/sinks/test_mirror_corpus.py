@@ -5,8 +5,9 @@ comparing the mirror table with Iceberg Java's read after each; and the whole hi
 one batch. A scenario whose oldest snapshots expired starts from Iceberg Java's read of the
 oldest retained one, applied as INSERTs (what `starting-snapshot-as-inserts` does).
 
-Truths of older snapshots are brought into the current schema by field id (a renamed
-column keeps its id; a column added later reads as null), which is the mirror's shape.
+The mirror follows the schema of the commit each batch reaches (renames, drops, re-added
+names and widenings by field id), so after each batch it is compared with Iceberg Java's
+read at that snapshot in that snapshot's own schema, column for column.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import functools
 
 import pyarrow as pa
 import pytest
-from mirror_read import read_mirror
+from mirror_read import mirror_columns, read_mirror
 
 import meltwater.stream
 from corpus.compare import row_multiset
@@ -28,7 +29,7 @@ SCENARIOS = {
     "mor_partitioned": "id", "cow_partitioned": "id", "equality_deletes": None,
     "equality_global": "id", "position_deletes_with_rows": "id", "maintenance": "id",
     "evolution": "id", "format_v1": "id", "v3_deletion_vectors": "id", "random_mix": "id",
-    "file_formats": "id",
+    "file_formats": "id", "column_evolution": None,
 }
 
 
@@ -38,17 +39,10 @@ def _changes(location: str, start: int | None, end: int) -> pa.Table:
                                     to_snapshot_id=end).read_all()
 
 
-def truth_in_current_schema(scenario, metadata, snapshot_id: int) -> pa.Table:
-    """Iceberg Java's read at a snapshot, in the current schema's columns (by field id)."""
-    truth = scenario.snapshot(snapshot_id).rows()
-    then = metadata.schema_for(metadata.snapshot(snapshot_id))
-    columns = {}
-    for field in metadata.schema.fields:
-        if then.has_field(field.field_id):
-            columns[field.name] = truth.column(then.find_field(field.field_id).name)
-        else:
-            columns[field.name] = pa.nulls(truth.num_rows)
-    return pa.table(columns)
+def truth_at(scenario, metadata, snapshot_id: int) -> tuple[pa.Table, object]:
+    """Iceberg Java's read at a snapshot and the schema it is in (the snapshot's own)."""
+    return (scenario.snapshot(snapshot_id).rows(),
+            metadata.schema_for(metadata.snapshot(snapshot_id)))
 
 
 def _as_inserts(rows: pa.Table, snapshot_id: int) -> pa.Table:
@@ -63,12 +57,14 @@ def _main_branch(metadata) -> list[int]:
 
 
 def _assert_mirror_is_truth(url, scenario, metadata, snapshot_id, what) -> None:
-    expected = truth_in_current_schema(scenario, metadata, snapshot_id)
+    expected, schema = truth_at(scenario, metadata, snapshot_id)
     key = expected.column_names[0]
     assert expected.column(key).null_count == 0
     assert len(set(expected.column(key).to_pylist())) == expected.num_rows, "ids not unique"
-    mirrored = read_mirror(url, scenario.name, metadata.schema)
-    got, want = row_multiset(mirrored), row_multiset(expected)
+    assert [n for n, _ in mirror_columns(url, scenario.name)] == \
+        [f.name for f in schema.fields], f"{what}: the mirror's columns"
+    mirrored = read_mirror(url, scenario.name, schema)
+    got, want = row_multiset(mirrored), row_multiset(expected.select(mirrored.column_names))
     if got != want:
         raise AssertionError(f"{what}: mirror has {mirrored.num_rows} rows, Iceberg Java "
                              f"{expected.num_rows}; unexpected {list(got - want)[:3]}; "
@@ -79,7 +75,7 @@ def _start(mirror, scenario, metadata, main) -> tuple[int | None, int]:
     """Seed the mirror if history before main[0] expired; the range start and next batch id."""
     if metadata.snapshot(main[0]).parent_id is None:
         return None, 0
-    seed = truth_in_current_schema(scenario, metadata, main[0])
+    seed, _ = truth_at(scenario, metadata, main[0])
     mirror.apply(0, _as_inserts(seed, main[0]), snapshot_id=main[0])
     return main[0], 1
 

@@ -258,6 +258,57 @@ def evolution(w: Recorder) -> None:
           "append with struct")
 
 
+@scenario("v2", "merge-on-read DML between schema changes", "identifier fields",
+          "rename data -> payload", "widen n int -> bigint",
+          "drop extra (string), re-add extra (int) under a new field id")
+def column_evolution(w: Recorder) -> None:
+    w.sql(f"""CREATE TABLE {{t}} (id bigint NOT NULL, n int, data string, extra string)
+              USING iceberg TBLPROPERTIES ({V2_MOR})""")
+    w.sql("ALTER TABLE {t} SET IDENTIFIER FIELDS id", "identifier fields")
+    w.sql("""INSERT INTO {t} SELECT id, cast(id AS int), concat('d', id), concat('e', id)
+             FROM range(1, 2001)""", "append ids 1..2000")
+    w.sql("UPDATE {t} SET data = concat(data, '+') WHERE id % 7 = 0", "MOR update of data")
+    w.sql("ALTER TABLE {t} ADD COLUMN note string", "add column note")
+    w.sql("""INSERT INTO {t} SELECT id, cast(id AS int), concat('d', id), NULL,
+             concat('note', id) FROM range(2001, 2201)""", "append ids 2001..2200 with note")
+    w.sql("UPDATE {t} SET note = 'touched' WHERE id % 11 = 0", "MOR update of note")
+    w.sql("ALTER TABLE {t} RENAME COLUMN data TO payload", "rename data -> payload")
+    w.sql("DELETE FROM {t} WHERE id % 13 = 0", "MOR delete after the rename")
+    w.sql("UPDATE {t} SET payload = concat(payload, '!') WHERE id % 17 = 0",
+          "MOR update of payload")
+    w.sql("ALTER TABLE {t} ALTER COLUMN n TYPE bigint", "widen n int -> bigint")
+    w.sql("""INSERT INTO {t} SELECT id, id + 5000000000, concat('w', id), 'x', NULL
+             FROM range(2201, 2301)""", "append ids 2201..2300 with wide n")
+    w.sql("UPDATE {t} SET n = n + 4000000000 WHERE id % 19 = 0", "MOR update of n beyond int")
+    w.spark.sql("""SELECT * FROM VALUES (5L, 'u'), (14L, 'd'), (2250L, 'u'), (3000L, 'i'),
+                   (3001L, 'i') AS s(id, op)""").createOrReplaceTempView("evo_src")
+    w.sql("""MERGE INTO {t} t USING evo_src s ON t.id = s.id
+             WHEN MATCHED AND s.op = 'd' THEN DELETE
+             WHEN MATCHED THEN UPDATE SET t.payload = 'merged', t.extra = 'm'
+             WHEN NOT MATCHED THEN INSERT (id, n, payload, extra, note)
+                  VALUES (s.id, 1, 'new', 'e-new', 'n-new')""",
+          "MOR merge: update, delete, insert")
+    w.sql("ALTER TABLE {t} DROP COLUMN extra", "drop column extra (string)")
+    w.sql("DELETE FROM {t} WHERE id % 23 = 0", "MOR delete after the drop")
+    w.sql("ALTER TABLE {t} ADD COLUMN extra int", "re-add column extra (int, new field id)")
+    w.sql("""INSERT INTO {t} SELECT id, id, concat('r', id), concat('note', id),
+             cast(id AS int) FROM range(3100, 3200)""", "append ids 3100..3199 with extra")
+    w.sql("UPDATE {t} SET extra = cast(id % 1000 AS int) WHERE id % 29 = 0",
+          "MOR update of the new extra")
+    w.spark.sql("""SELECT * FROM VALUES (29L, 'd'), (58L, 'u'), (3100L, 'u'), (4000L, 'i')
+                   AS s(id, op)""").createOrReplaceTempView("evo_src2")
+    w.sql("""MERGE INTO {t} t USING evo_src2 s ON t.id = s.id
+             WHEN MATCHED AND s.op = 'd' THEN DELETE
+             WHEN MATCHED THEN UPDATE SET t.extra = -1, t.payload = 'merged2'
+             WHEN NOT MATCHED THEN INSERT (id, n, payload, note, extra)
+                  VALUES (s.id, 2, 'new2', NULL, 4)""", "MOR merge with the new extra")
+    w.sql("DELETE FROM {t} WHERE id BETWEEN 100 AND 150", "MOR delete of a range")
+    w.sql("""INSERT INTO {t} SELECT id, id, concat('z', id), NULL, NULL
+             FROM range(5000, 5050)""", "append ids 5000..5049")
+    w.sql("UPDATE {t} SET note = concat(coalesce(note, ''), '*') WHERE id % 31 = 0",
+          "MOR update of note across every schema's files")
+
+
 @scenario("v1", "format v1 appends", "overwrites", "copy-on-write delete and update",
           "metadata-only delete", "year partitions")
 def format_v1(w: Recorder) -> None:
