@@ -216,16 +216,11 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from meltwater.planner.fileio import PyArrowFileIO
-        from meltwater.stream.deletes import DeleteLoader
-        from meltwater.stream.reconstruction import reconstruct
+        from meltwater.stream.held_changes import read_parts
 
         assert isinstance(partition, ChangePartition), partition
         if self._arrow is None:
             self._arrow = arrow_schema(self.schema)
-        io = PyArrowFileIO()
-        loader = DeleteLoader(io)
-        for part in partition.parts:
-            for batch in reconstruct(part.changes, part.projection, io,
-                                     options=partition.options, deletes=loader):
-                if batch.num_rows:
-                    yield conform(batch, self._arrow)
+        for batch in read_parts(partition.parts, PyArrowFileIO(), partition.options):
+            if batch.num_rows:
+                yield conform(batch, self._arrow)
