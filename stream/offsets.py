@@ -3,20 +3,29 @@
 A stream's position is a `StreamOffset`, stored by Spark in the query's checkpoint as JSON,
 the way Iceberg's own `StreamingOffset` is::
 
-    {"version": 1, "snapshot_id": 5140426932827412781, "position": 3, "complete": false,
+    {"version": 2, "snapshot_id": 5140426932827412781, "position": 3, "complete": false,
      "scan_all_files": false, "ordinal": 2}
 
-reads "every commit before snapshot 5140... along the table's lineage, and tasks 0, 1 and 2
-of that snapshot's commit, have been read". The tasks are the incremental planner's change
-tasks of the commit, in its deterministic order (`IncrementalPlanner.plan_commit`), so one
-huge commit can be spread over several micro-batches. `complete` marks the commit as read
-whole (then `position` is its task count, or 0 for the exclusive start of the stream), so
-an offset never needs the next snapshot, which may not exist yet. `scan_all_files` means the
-positions index the snapshot's *contents* (a table scan, emitted as INSERTs) instead of
-its commit: the `starting-snapshot-as-inserts` mode. `ordinal` is `_change_ordinal` of
-that snapshot's rows: commits are numbered from 0 in the order the stream reads them, so a
-stream started at snapshot S emits the same ordinals as `meltwater.stream.changes(table,
-from_snapshot_id=S)`. The table's location lives in the query's options, not the offset.
+reads "every commit before snapshot 5140... along the table's lineage, and the first 3
+tasks of that snapshot's commit, have been read". The tasks are the incremental planner's
+change tasks of the commit (`IncrementalPlanner.plan_commit`) in *unit order*
+(`meltwater.planner.commit_units`), a function of the commit's immutable manifests and the
+table's specs, so one huge commit can be spread over several micro-batches. `complete`
+marks the commit as read whole (then `position` is its task count, or 0 for the exclusive
+start of the stream), so an offset never needs the next snapshot, which may not exist yet.
+`scan_all_files` means the positions index the snapshot's *contents* (a table scan,
+emitted as INSERTs) instead of its commit: the `starting-snapshot-as-inserts` mode.
+`ordinal` is `_change_ordinal` of that snapshot's rows: commits are numbered from 0 in the
+order the stream reads them, so a stream started at snapshot S emits the same ordinals as
+`meltwater.stream.changes(table, from_snapshot_id=S)`. The table's location lives in the
+query's options, not the offset.
+
+Version 1 offsets (before units) counted tasks in the planner's order and cut anywhere.
+They are still read: a complete one, or one at position 0, means the same in both orders;
+one mid-commit replays its micro-batch as version 1 read it, and the next micro-batch
+finishes that commit whole, in one part, so every task is read exactly once. A version 2
+position that is not between two units (a checkpoint from another meltwater) is refused,
+saying to start a new checkpoint.
 
 `ChangeStream` answers the three questions of a micro-batch source without Spark:
 
@@ -25,17 +34,31 @@ from_snapshot_id=S)`. The table's location lives in the query's options, not the
   table's metadata file and walking the lineage from the newest snapshot back to `start`,
   planning commits one at a time until the budget (files, rows, bytes) is spent. A commit
   that fits the budget is kept whole (the batch ends before it rather than splitting it);
-  only a commit bigger than the budget is split by its tasks, and a batch always takes at
-  least one task, so a stream never stalls;
+  only a commit bigger than the budget is split, between its units, and a batch always
+  takes at least one unit, even one bigger than the budget, so a stream never stalls;
 - `parts(start, end)`: the commit parts of a micro-batch, identical for the same offsets
   (planning is a function of immutable manifests), so a replayed batch reads the same rows.
 
-**Splitting a commit.** Carry-over removal and update pairing compare a commit's DELETEs
-with its INSERTs, so when a commit is split across micro-batches they apply within each
-micro-batch's part of it: a row rewritten unchanged may then show as a DELETE in one batch
-and an INSERT in the next, and an update as a DELETE and an INSERT. Keep the limits above
-the largest commit where that matters. Commits whose tasks only add or only remove rows can
-be split without any such effect; the Spark source also spreads them over partitions.
+**Splitting a commit never changes its rows.** The union of a limited stream's
+micro-batches is the unlimited feed, row for row:
+
+- Carry-over removal compares a commit's DELETEs with its INSERTs, and the two copies of
+  a row rewritten unchanged are in one unit (a partition, across specs whatever no shared
+  partition field tells apart; see `meltwater.planner.commit_units`), so cutting between
+  units never separates them. A commit that only adds or only removes rows cancels
+  nothing: each of its tasks is a unit, and the Spark source also spreads such commits
+  over partitions.
+- Update pairing matches a DELETE and an INSERT by key, and a key may cross units (an
+  update moving a row to another partition, pairing by `_row_id`). A part of such a commit
+  carries the commit's tasks (`CommitPart.pairing`); it holds back the rows whose key
+  another unit also has, and the commit's last part emits them, paired over the whole
+  commit (`meltwater.stream.held_changes`). The held rows are *recomputed*, not stored:
+  each part re-reads the key columns of its units' key group, the last part the rows it
+  emits, all from immutable files. A checkpoint therefore holds nothing but the offset
+  (bounded, whatever the commit), a replayed micro-batch emits exactly the same rows, and
+  a driver killed mid-batch loses or duplicates nothing: Spark replays the batch's
+  offsets, which determine its rows. The price is reading: every part of such a commit
+  reads the key columns of its key group, the last part also the held units' rows.
 
 **Schema changes.** The stream's columns are fixed when it starts (the Spark schema);
 commits are read in their own schema by field id, so renamed columns keep the stream's

@@ -18,7 +18,10 @@ Admission control: `getDefaultReadLimit()` is the limit the options imply
 apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' limits.
 `prepareForTriggerAvailableNow()` pins the table's newest snapshot, so
 `trigger(availableNow=True)` reads everything committed before the query started, in as
-many micro-batches as the limits make, and ends.
+many micro-batches as the limits make, and ends. Limits never change the rows the stream
+emits: a commit is split only between its units, and rows that pair across them wait for
+its last part (`meltwater.stream.offsets`, "Splitting a commit"); each partition is read by
+`meltwater.stream.held_changes.read_parts`.
 
 Event-driven triggers: the driver-side process also watches the table
 (`meltwater.stream.watcher`, started on the first offset request, stopped by `stop()`,
