@@ -7,10 +7,12 @@ between units. Rows are placed by partition: every partition field is a function
 row, so two files of one spec in different partitions never hold the same row. Files of
 different specs (partition evolution: a copy-on-write rewrite may write a row's new copy
 under the new spec) are told apart only by the fields both specs share (same source
-column, same transform) when their values differ; with no such field they are kept
-together. Tasks that apply one added equality delete file stay together too, so its
-rows (`trust-payload`) are emitted once. A commit that only adds or only removes rows
-cancels nothing, so each of its tasks is a unit of its own.
+column, same transform) when their values differ: the spec forbids promoting a partition
+source column when that would change a transform's value, so equal rows have equal values
+there. With no such field (or with values of different kinds, which the spec's rules do
+not allow) they are kept together. Tasks that apply one added equality delete file stay
+together too, so its rows (`trust-payload`) are emitted once. A commit that only adds or
+only removes rows cancels nothing, so each of its tasks is a unit of its own.
 
 Units depend only on the commit's manifests and the table's specs, never on the stream's
 options, so a checkpointed position (a task count in unit order) means the same tasks
@@ -174,6 +176,13 @@ def _join_groups(found: _UnionFind, groups: dict[tuple[int, tuple[Any, ...]], li
                    for partition, _ in by_spec[spec_id] for pair in common):
                 found.union_all([m for s in (first, second) for _, m in by_spec[s]])
                 continue  # a partition tuple shorter than its spec: nothing is told apart
+            if first != second:
+                # A field whose values differ in kind between the specs (a source column
+                # promoted, say date to timestamp) tells nothing apart: leave it out.
+                common = [pair for pair in common if len({
+                    type(partition[pair[side]]) for spec_id, side in ((first, 0), (second, 1))
+                    for partition, _ in by_spec[spec_id]
+                    if partition[pair[side]] is not None}) <= 1]
             buckets: dict[tuple[Any, ...], list[int]] = {}
             for spec_id, side in ((first, 0), (second, 1)):
                 for partition, member in by_spec[spec_id]:

@@ -270,6 +270,14 @@ def test_units_across_specs_judged_by_shared_fields():
     units = commit_units(only_two, specs, identifier_ids=(1,))
     assert units.units == ((0,), (1,), (2,))
     assert units.key_groups[0] == units.key_groups[2] != units.key_groups[1]
+    # values of another kind in each spec (metadata the spec's rules do not allow, as
+    # promoting a partition source) tell nothing apart: kept together, never guessed
+    day = PartitionField(4, 1002, "identity", "day")
+    promoted = {5: PartitionSpec(5, (day,)), 6: PartitionSpec(6, (day, bucket))}
+    tasks = [_task(5, (19723,), False), _task(6, ("2024-01-01", 0), True)]
+    assert commit_units(tasks, promoted).units == ((0, 1),)
+    tasks = [_task(5, (19723,), False), _task(6, (19724, 0), True)]
+    assert commit_units(tasks, promoted).units == ((0,), (1,))
 
 
 # -- checkpoints of the previous offset version ----------------------------------------------
