@@ -326,30 +326,21 @@ def test_version_1_offsets_are_read(corpus):
 
 
 def test_unknown_or_misplaced_offsets_are_refused(corpus):
-    location = corpus.scenarios["cow_partitioned"].location
     with pytest.raises(OffsetError, match=r"unknown version 3.*start a new checkpoint"):
         StreamOffset.from_json({"version": 3, "snapshot_id": 1, "position": 0,
                                 "complete": True, "ordinal": 0})
+    # a version 2 position inside a unit: COW merge's first unit is its tasks 0 and 2
+    location = corpus.scenarios["cow_partitioned"].location
+    table, tasks = _commit_tasks(location, "COW merge", "cow_partitioned", corpus)
+    assert commit_units(tasks, table.metadata.specs).bounds[:2] == (0, 2)
+    merge = next(s for s in corpus.scenarios["cow_partitioned"].snapshots
+                 if "COW merge" in s.label)
+    inside = StreamOffset(merge.snapshot_id, 1, False, False, 4)
     stream = _stream(location, {})
-    start = stream.initial_offset()
-    for _, end, parts in _Feed(location, {}).batches(Budget(max_files=1)):
-        units = commit_units(parts[0].changes.tasks, stream.load().metadata.specs)
-        if not end.complete and not units.one_way:
-            break
-    inside = [p for p in range(end.position) if p not in stream._plan(
-        stream.load(), _segment(stream, end)).units.bounds]
-    assert inside, "no position inside a unit to test"
-    bad = replace(end, position=inside[0])
     with pytest.raises(OffsetError, match="not between two of its commit's units"):
-        stream.latest_offset(bad, UNLIMITED)
-    assert start is not None
-
-
-def _segment(stream: ChangeStream, offset: StreamOffset):
-    from meltwater.stream.offsets import _Segment
-
-    snapshot = stream.load().metadata.snapshots[offset.snapshot_id]
-    return _Segment(snapshot, False, offset.ordinal, 0)
+        stream.latest_offset(inside, UNLIMITED)
+    with pytest.raises(OffsetError, match="not between two of its commit's units"):
+        stream.parts(replace(inside, position=0), inside)
 
 
 def test_pack_parts_never_splits_a_part_holding_rows_back(corpus):
