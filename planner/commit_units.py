@@ -91,6 +91,17 @@ class CommitSplit:
     own: tuple[int, ...]  # the units this part reads
     last: bool  # the part ends the commit: it emits every row held back
 
+    def units_to_compare(self) -> list[int]:
+        """The units whose keys this part must know: those of its own units' key groups
+        (every key group, for the last part) that hold more than one unit. Empty: nothing
+        can pair across the part's bounds."""
+        sizes: dict[int, int] = {}
+        for group in self.key_groups:
+            sizes[group] = sizes.get(group, 0) + 1
+        groups = self.key_groups if self.last else [self.key_groups[u] for u in self.own]
+        wanted = {g for g in groups if sizes[g] > 1}
+        return [u for u, group in enumerate(self.key_groups) if group in wanted]
+
 
 @dataclass(frozen=True)
 class CommitUnits:

@@ -72,12 +72,6 @@ def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit 
                                batch_size=batch_size)
         return
     ids = tuple(options.identifier_field_ids or ())
-    sizes: dict[int, int] = {}
-    for group in split.key_groups:
-        sizes[group] = sizes.get(group, 0) + 1
-    wanted = ({g for g, size in sizes.items() if size > 1} if split.last
-              else {split.key_groups[u] for u in split.own if sizes[split.key_groups[u]] > 1})
-    relevant = [u for u, group in enumerate(split.key_groups) if group in wanted]
 
     def reader(units: Sequence[int], schema: Schema):
         indices = sorted(i for u in units for i in split.units[u])
@@ -86,7 +80,8 @@ def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit 
                              batch_size=batch_size)
 
     shared, holders = _shared_keys(
-        {u: reader([u], _key_schema(projection, ids)).raw_table() for u in relevant}, ids)
+        {u: reader([u], _key_schema(projection, ids)).raw_table()
+         for u in split.units_to_compare()}, ids)
     own = reader(split.own, projection)
     table = own.raw_table()
     held = _held(table, shared, ids)

@@ -696,16 +696,12 @@ class ChangeStream:
         indices = sorted(units.order[begin:stop])
         changes = CommitChanges(commit, tuple(tasks[i] for i in indices))
         split = None
-        if (stop - begin < len(tasks) and not units.one_way and self.options.pairs_updates):
-            first = units.bounds.index(begin)
-            own = tuple(range(first, units.bounds.index(stop)))
-            last = stop == len(tasks)
-            sizes: dict[int, int] = {}
-            for group in units.key_groups:
-                sizes[group] = sizes.get(group, 0) + 1
-            groups = units.key_groups if last else [units.key_groups[u] for u in own]
-            if any(sizes[g] > 1 for g in groups):
-                split = CommitSplit(tasks, units.units, units.key_groups, own, last)
+        if stop - begin < len(tasks) and not units.one_way and self.options.pairs_updates:
+            own = tuple(range(units.bounds.index(begin), units.bounds.index(stop)))
+            split = CommitSplit(tasks, units.units, units.key_groups, own,
+                                stop == len(tasks))
+            if not split.units_to_compare():
+                split = None  # nothing pairs across its bounds: a plain part
         return CommitPart(changes, projection, begin, len(tasks), split)
 
     def forget(self, end: StreamOffset) -> None:
