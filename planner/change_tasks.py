@@ -73,8 +73,8 @@ ChangeTask = AddedRowsTask | DeletedDataFileTask | DeletedRowsTask
 @dataclass(frozen=True)
 class CommitChanges:
     """All change tasks of one commit: carry-over removal and update pairing need them
-    together, so a commit is the unit the engine reconstructs (and a stream may split a
-    huge commit's tasks across micro-batches only before those steps)."""
+    together, so a commit is the unit the engine reconstructs (a stream splits a huge
+    commit only between units no row crosses, `meltwater.planner.commit_units`)."""
 
     commit: ChangeCommit
     tasks: tuple[ChangeTask, ...]

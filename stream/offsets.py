@@ -3,20 +3,29 @@
 A stream's position is a `StreamOffset`, stored by Spark in the query's checkpoint as JSON,
 the way Iceberg's own `StreamingOffset` is::
 
-    {"version": 1, "snapshot_id": 5140426932827412781, "position": 3, "complete": false,
+    {"version": 2, "snapshot_id": 5140426932827412781, "position": 3, "complete": false,
      "scan_all_files": false, "ordinal": 2}
 
-reads "every commit before snapshot 5140... along the table's lineage, and tasks 0, 1 and 2
-of that snapshot's commit, have been read". The tasks are the incremental planner's change
-tasks of the commit, in its deterministic order (`IncrementalPlanner.plan_commit`), so one
-huge commit can be spread over several micro-batches. `complete` marks the commit as read
-whole (then `position` is its task count, or 0 for the exclusive start of the stream), so
-an offset never needs the next snapshot, which may not exist yet. `scan_all_files` means the
-positions index the snapshot's *contents* (a table scan, emitted as INSERTs) instead of
-its commit: the `starting-snapshot-as-inserts` mode. `ordinal` is `_change_ordinal` of
-that snapshot's rows: commits are numbered from 0 in the order the stream reads them, so a
-stream started at snapshot S emits the same ordinals as `meltwater.stream.changes(table,
-from_snapshot_id=S)`. The table's location lives in the query's options, not the offset.
+reads "every commit before snapshot 5140... along the table's lineage, and the first 3
+tasks of that snapshot's commit, have been read". The tasks are the incremental planner's
+change tasks of the commit (`IncrementalPlanner.plan_commit`) in *unit order*
+(`meltwater.planner.commit_units`), a function of the commit's immutable manifests and the
+table's specs, so one huge commit can be spread over several micro-batches. `complete`
+marks the commit as read whole (then `position` is its task count, or 0 for the exclusive
+start of the stream), so an offset never needs the next snapshot, which may not exist yet.
+`scan_all_files` means the positions index the snapshot's *contents* (a table scan,
+emitted as INSERTs) instead of its commit: the `starting-snapshot-as-inserts` mode.
+`ordinal` is `_change_ordinal` of that snapshot's rows: commits are numbered from 0 in the
+order the stream reads them, so a stream started at snapshot S emits the same ordinals as
+`meltwater.stream.changes(table, from_snapshot_id=S)`. The table's location lives in the
+query's options, not the offset.
+
+Version 1 offsets (before units) counted tasks in the planner's order and cut anywhere.
+They are still read: a complete one, or one at position 0, means the same in both orders;
+one mid-commit replays its micro-batch as version 1 read it, and the next micro-batch
+finishes that commit whole, in one part, so every task is read exactly once. A version 2
+position that is not between two units (a checkpoint from another meltwater) is refused,
+saying to start a new checkpoint.
 
 `ChangeStream` answers the three questions of a micro-batch source without Spark:
 
@@ -25,17 +34,31 @@ from_snapshot_id=S)`. The table's location lives in the query's options, not the
   table's metadata file and walking the lineage from the newest snapshot back to `start`,
   planning commits one at a time until the budget (files, rows, bytes) is spent. A commit
   that fits the budget is kept whole (the batch ends before it rather than splitting it);
-  only a commit bigger than the budget is split by its tasks, and a batch always takes at
-  least one task, so a stream never stalls;
+  only a commit bigger than the budget is split, between its units, and a batch always
+  takes at least one unit, even one bigger than the budget, so a stream never stalls;
 - `parts(start, end)`: the commit parts of a micro-batch, identical for the same offsets
   (planning is a function of immutable manifests), so a replayed batch reads the same rows.
 
-**Splitting a commit.** Carry-over removal and update pairing compare a commit's DELETEs
-with its INSERTs, so when a commit is split across micro-batches they apply within each
-micro-batch's part of it: a row rewritten unchanged may then show as a DELETE in one batch
-and an INSERT in the next, and an update as a DELETE and an INSERT. Keep the limits above
-the largest commit where that matters. Commits whose tasks only add or only remove rows can
-be split without any such effect; the Spark source also spreads them over partitions.
+**Splitting a commit never changes its rows.** The union of a limited stream's
+micro-batches is the unlimited feed, row for row:
+
+- Carry-over removal compares a commit's DELETEs with its INSERTs, and the two copies of
+  a row rewritten unchanged are in one unit (a partition, across specs whatever no shared
+  partition field tells apart; see `meltwater.planner.commit_units`), so cutting between
+  units never separates them. A commit that only adds or only removes rows cancels
+  nothing: each of its tasks is a unit, and the Spark source also spreads such commits
+  over partitions.
+- Update pairing matches a DELETE and an INSERT by key, and a key may cross units (an
+  update moving a row to another partition, pairing by `_row_id`). A part of such a commit
+  carries the commit's tasks (`CommitPart.pairing`); it holds back the rows whose key
+  another unit also has, and the commit's last part emits them, paired over the whole
+  commit (`meltwater.stream.held_changes`). The held rows are *recomputed*, not stored:
+  each part re-reads the key columns of its units' key group, the last part the rows it
+  emits, all from immutable files. A checkpoint therefore holds nothing but the offset
+  (bounded, whatever the commit), a replayed micro-batch emits exactly the same rows, and
+  a driver killed mid-batch loses or duplicates nothing: Spark replays the batch's
+  offsets, which determine its rows. The price is reading: every part of such a commit
+  reads the key columns of its key group, the last part also the held units' rows.
 
 **Schema changes.** The stream's columns are fixed when it starts (the Spark schema);
 commits are read in their own schema by field id, so renamed columns keep the stream's
@@ -79,6 +102,7 @@ from meltwater.planner.change_tasks import (
     CommitChanges,
     DeletedRowsTask,
 )
+from meltwater.planner.commit_units import CommitSplit, CommitUnits, commit_units, is_one_way
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.fileio import FileIO, PyArrowFileIO
 from meltwater.planner.incremental import ExpiredSnapshots, IncrementalPlanner, InvalidRange
@@ -109,7 +133,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSET_VERSION = 1
+OFFSET_VERSION = 2
+LEGACY_OFFSET_VERSION = 1  # positions in planner task order, cut anywhere
 
 
 class StreamError(MeltwaterError):
@@ -136,10 +161,19 @@ class StreamOffset:
     complete: bool = False  # snapshot_id's commit (or scan) is read whole
     scan_all_files: bool = False  # positions index the snapshot's contents, as INSERTs
     ordinal: int = -1  # _change_ordinal of snapshot_id's rows (-1: the exclusive start)
+    version: int = OFFSET_VERSION  # 1: `position` counts tasks in planner order
+
+    @property
+    def legacy(self) -> bool:
+        """Whether `position` is mid-commit in the planner's task order (a version 1
+        offset), not in unit order: the rest of that commit is then read as version 1
+        read it, in one part."""
+        return (self.version == LEGACY_OFFSET_VERSION and not self.complete
+                and self.position > 0)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict with a fixed key order, so equal offsets serialize equally."""
-        return {"version": OFFSET_VERSION, "snapshot_id": self.snapshot_id,
+        return {"version": self.version, "snapshot_id": self.snapshot_id,
                 "position": self.position, "complete": self.complete,
                 "scan_all_files": self.scan_all_files, "ordinal": self.ordinal}
 
@@ -148,15 +182,17 @@ class StreamOffset:
         if not isinstance(obj, dict):
             raise OffsetError(f"offset {obj!r}: expected a JSON object")
         version = obj.get("version")
-        if version != OFFSET_VERSION:
+        if version not in (LEGACY_OFFSET_VERSION, OFFSET_VERSION) or isinstance(version, bool):
             raise OffsetError(f"offset {obj!r}: unknown version {version!r} (this meltwater "
-                              f"reads version {OFFSET_VERSION}); use the meltwater version "
-                              "that wrote the checkpoint, or start a new checkpoint")
+                              f"reads versions {LEGACY_OFFSET_VERSION} and {OFFSET_VERSION}); "
+                              "use the meltwater version that wrote the checkpoint, or start "
+                              "a new checkpoint")
         try:
             snapshot_id = obj["snapshot_id"]
             offset = cls(None if snapshot_id is None else int(snapshot_id),
                          int(obj["position"]), bool(obj["complete"]),
-                         bool(obj.get("scan_all_files", False)), int(obj["ordinal"]))
+                         bool(obj.get("scan_all_files", False)), int(obj["ordinal"]),
+                         int(version))
         except (KeyError, TypeError, ValueError) as error:
             raise OffsetError(f"offset {obj!r}: malformed ({error!r})") from None
         if offset.position < 0:
@@ -228,13 +264,16 @@ UNLIMITED = Budget()
 
 @dataclass(frozen=True)
 class CommitPart:
-    """Tasks [first_task, first_task + len(changes.tasks)) of one commit's `task_count`,
-    with the schema to reconstruct them in: everything an executor needs, picklable."""
+    """Tasks [first_task, first_task + len(changes.tasks)) of one commit's `task_count`
+    (positions in unit order; the tasks themselves in planner order), with the schema to
+    reconstruct them in and, for a part of a commit whose updates may pair across parts,
+    the `pairing` context to hold them back with: everything an executor needs, picklable."""
 
     changes: CommitChanges
     projection: Schema
     first_task: int
     task_count: int
+    pairing: CommitSplit | None = None
 
     @property
     def whole(self) -> bool:
@@ -242,14 +281,10 @@ class CommitPart:
 
     @property
     def one_way(self) -> bool:
-        """Whether the tasks only add or only remove rows: then no row of one task can
-        cancel or pair with a row of another, and the part splits freely."""
-        tasks = self.changes.tasks
-        if all(isinstance(t, AddedRowsTask) for t in tasks):
-            return True
-        return not any(isinstance(t, AddedRowsTask) for t in tasks) and all(
-            not isinstance(t, DeletedRowsTask) or _keys(t.deletes_before) <= _keys(
-                t.deletes_after) for t in tasks)
+        """Whether the tasks only add or only remove rows and hold nothing back for a
+        later part: then no row of one task can cancel or pair with a row of another, and
+        the part splits freely."""
+        return self.pairing is None and is_one_way(self.changes.tasks)
 
     @property
     def cost(self) -> Cost:
@@ -277,10 +312,6 @@ class CommitPart:
                           self.projection, self.first_task + begin, self.task_count)
 
 
-def _keys(refs: Sequence[DeleteFileRef]) -> set[tuple[str, int | None]]:
-    return {(r.file.file_path, r.file.content_offset) for r in refs}
-
-
 _OPEN_FILE_COST = 4 * 1024 * 1024  # as read.split.open-file-cost
 
 
@@ -289,7 +320,7 @@ def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_S
     """Group a micro-batch's parts into partitions of about equal bytes, in order.
 
     A part is never split unless it is `one_way`: carry-over removal and update pairing
-    need a commit's tasks together. A micro-batch smaller than `parallelism` targets is
+    need its tasks together. A micro-batch smaller than `parallelism` targets is
     spread over at least `parallelism` partitions (as Spark sizes file splits), or one core
     would read nearly all of it. The partitions are balanced, not filled one after the
     other: filling 73 MB partitions in order with 3.6 MB commits left a third partition
@@ -337,6 +368,17 @@ class _Segment:
     scan: bool
     ordinal: int
     begin: int  # first task not yet read
+    legacy: bool = False  # `begin` counts planner order (a version 1 offset mid-commit)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A commit (or scan) the walk planned: its tasks in planner order and its units."""
+
+    ordinal: int
+    snapshot: Snapshot
+    tasks: tuple[ChangeTask, ...]
+    units: CommitUnits
 
 
 @dataclass
@@ -371,8 +413,8 @@ class ChangeStream:
         self._token: int | None = None  # the watcher's token when _table was loaded
         self._table: Table | None = None
         self._stream: _StreamSchema | None = None
-        # (snapshot id, scan?) -> (ordinal, snapshot, tasks) of the micro-batches in flight
-        self._planned: dict[tuple[int, bool], tuple[int, Snapshot, tuple[ChangeTask, ...]]] = {}
+        # (snapshot id, scan?) -> the planned commits of the micro-batches in flight
+        self._planned: dict[tuple[int, bool], _Planned] = {}
         self._warned: set[Any] = set()
         self.target: int | None = None  # AvailableNow: the snapshot to stop at
         self.pinned = False
@@ -549,30 +591,50 @@ class ChangeStream:
         spent = Cost()
         admitted = False
         for segment in segments:
-            tasks = self._tasks(table, segment)
+            planned = self._plan(table, segment)
+            tasks = planned.tasks
             if not segment.scan and not self._schema_ok(metadata, segment.snapshot, admitted):
                 break
-            remaining = tasks[segment.begin:]
+            # A version 1 offset's unfinished commit is finished in one part, as it read it.
+            order = (range(len(tasks)) if segment.legacy
+                     else planned.units.order)
+            bounds = ((segment.begin, len(tasks)) if segment.legacy
+                      else self._bounds(planned, segment.begin))
             cost = spent
-            for task in remaining:
-                cost += task_cost(task)
-            if budget.fits(cost):
+            for index in order[segment.begin:]:
+                cost += task_cost(tasks[index])
+            if budget.fits(cost) or segment.legacy:
                 spent = cost
-                admitted = admitted or bool(remaining)
+                admitted = admitted or segment.begin < len(tasks)
                 end = StreamOffset(segment.snapshot.snapshot_id, len(tasks), True,
                                    segment.scan, segment.ordinal)
                 continue
             if admitted:
                 break  # keep the commit whole: it starts the next micro-batch
+            # Too big for one micro-batch: cut between units, at least one unit.
             stop = segment.begin
-            while stop < len(tasks) and (stop == segment.begin
-                                         or budget.fits(spent + task_cost(tasks[stop]))):
-                spent += task_cost(tasks[stop])
-                stop += 1
+            for bound in bounds[1:]:
+                unit = Cost()
+                for index in order[stop:bound]:
+                    unit += task_cost(tasks[index])
+                if stop > segment.begin and not budget.fits(spent + unit):
+                    break
+                spent += unit
+                stop = bound
             end = StreamOffset(segment.snapshot.snapshot_id, stop, stop == len(tasks),
                                segment.scan, segment.ordinal)
             break
         return end
+
+    def _bounds(self, planned: _Planned, begin: int) -> tuple[int, ...]:
+        """The unit bounds from `begin` on; `begin` must be one."""
+        bounds = planned.units.bounds
+        if begin not in bounds:
+            raise OffsetError(
+                f"table {self.read.location}: the checkpoint's position {begin} in snapshot "
+                f"{planned.snapshot.snapshot_id} is not between two of its commit's units "
+                "(was it written by another meltwater version?); start a new checkpoint")
+        return bounds[bounds.index(begin):]
 
     def report_latest(self, last: StreamOffset | None) -> StreamOffset | None:
         """The offset at the end of the newest snapshot, for progress reports."""
@@ -586,7 +648,7 @@ class ChangeStream:
         if not segments:
             return last
         final = segments[-1]
-        tasks = self._tasks(table, final)
+        tasks = self._plan(table, final).tasks
         return StreamOffset(current.snapshot_id, len(tasks), True, final.scan, final.ordinal)
 
     # -- what a micro-batch reads ------------------------------------------------------------
@@ -600,25 +662,52 @@ class ChangeStream:
         segments = self._segments(table, start, end.snapshot_id, end_ordinal=end.ordinal)
         parts = []
         for segment in segments:
-            tasks = self._tasks(table, segment)
+            planned = self._plan(table, segment)
+            tasks = planned.tasks
             stop = len(tasks)
-            if segment.snapshot.snapshot_id == end.snapshot_id and not end.complete:
+            ends_here = segment.snapshot.snapshot_id == end.snapshot_id and not end.complete
+            if ends_here:
                 stop = end.position
+            if stop <= segment.begin:
+                continue
             snapshot = segment.snapshot
             projection = self._projection(table.metadata, snapshot)
             commit = ChangeCommit(segment.ordinal, snapshot.snapshot_id,
                                   snapshot.sequence_number, snapshot.timestamp_ms,
                                   "scan" if segment.scan else snapshot.operation)
-            chosen = tuple(dataclasses.replace(t, commit=commit)
-                           for t in tasks[segment.begin:stop])
-            if chosen:
+            if segment.legacy or (ends_here and end.legacy):
+                # a micro-batch a version 1 offset ends: replayed as version 1 read it
+                chosen = tuple(dataclasses.replace(t, commit=commit)
+                               for t in tasks[segment.begin:stop])
                 parts.append(CommitPart(CommitChanges(commit, chosen), projection,
                                         segment.begin, len(tasks)))
+                continue
+            parts.append(self._part(planned, commit, projection, segment.begin, stop))
         return parts
+
+    def _part(self, planned: _Planned, commit: ChangeCommit, projection: Schema,
+              begin: int, stop: int) -> CommitPart:
+        """Positions [begin, stop) of a commit in unit order, as one part."""
+        units = planned.units
+        bounds = self._bounds(planned, begin)
+        if stop not in bounds:
+            self._bounds(planned, stop)  # raises, naming the position
+        tasks = tuple(dataclasses.replace(t, commit=commit) for t in planned.tasks)
+        indices = sorted(units.order[begin:stop])
+        changes = CommitChanges(commit, tuple(tasks[i] for i in indices))
+        split = None
+        if stop - begin < len(tasks) and not units.one_way and self.options.pairs_updates:
+            own = tuple(range(units.bounds.index(begin), units.bounds.index(stop)))
+            split = CommitSplit(tasks, units.units, units.key_groups, own,
+                                stop == len(tasks))
+            if not split.units_to_compare():
+                split = None  # nothing pairs across its bounds: a plain part
+        return CommitPart(changes, projection, begin, len(tasks), split)
 
     def forget(self, end: StreamOffset) -> None:
         """Drop planned commits a committed offset is past."""
-        for key, (ordinal, _, _) in list(self._planned.items()):
+        for key, planned in list(self._planned.items()):
+            ordinal = planned.ordinal
             if ordinal < end.ordinal or (ordinal == end.ordinal and end.complete):
                 del self._planned[key]
 
@@ -649,11 +738,11 @@ class ChangeStream:
         segments: list[_Segment] = []
         if not start.complete and start.snapshot_id is not None:
             cached = self._planned.get((start.snapshot_id, start.scan_all_files))
-            snapshot = (cached[1] if cached is not None
+            snapshot = (cached.snapshot if cached is not None
                         else metadata.snapshots.get(start.snapshot_id))
             if snapshot is not None:
                 segments.append(_Segment(snapshot, start.scan_all_files, start.ordinal,
-                                         start.position))
+                                         start.position, start.legacy))
             else:
                 self._expired_start(start)  # raises unless expired snapshots are skipped
         if target is None or target == start.snapshot_id:
@@ -707,13 +796,13 @@ class ChangeStream:
                                    "rest of it")
         self._warn(("expired", start.snapshot_id), f"{message}; skipping the rest of it")
 
-    def _tasks(self, table: Table, segment: _Segment) -> tuple[ChangeTask, ...]:
-        """The snapshot's change tasks (or scan tasks), planned once and cached."""
+    def _plan(self, table: Table, segment: _Segment) -> _Planned:
+        """The snapshot's change tasks (or scan tasks) and units, planned once and cached."""
         snapshot = segment.snapshot
         key = (snapshot.snapshot_id, segment.scan)
         cached = self._planned.get(key)
         if cached is not None:
-            return cached[2]
+            return cached
         commit = ChangeCommit(segment.ordinal, snapshot.snapshot_id, snapshot.sequence_number,
                               snapshot.timestamp_ms, "scan" if segment.scan else
                               snapshot.operation)
@@ -726,8 +815,12 @@ class ChangeStream:
             planner = IncrementalPlanner(table)
             tasks = planner.plan_commit(snapshot, segment.ordinal,
                                         appends_only=self.stream.appends_only).tasks
-        self._planned[key] = (segment.ordinal, snapshot, tasks)
-        return tasks
+        options = self.stream.options
+        identifiers = options.identifier_field_ids if options.pairs_updates else None
+        planned = _Planned(segment.ordinal, snapshot, tasks,
+                           commit_units(tasks, table.metadata.specs, identifiers or ()))
+        self._planned[key] = planned
+        return planned
 
     # -- schemas -----------------------------------------------------------------------------
 

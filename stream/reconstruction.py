@@ -137,6 +137,15 @@ def reconstruct(commit: CommitChanges, projection: Schema, io: FileIO, *,
     yield from run.batches()
 
 
+def commit_reader(commit: CommitChanges, projection: Schema, io: FileIO, *,
+                  options: ChangeOptions, deletes: DeleteLoader,
+                  batch_size: int = DEFAULT_BATCH_SIZE) -> _CommitRun:
+    """The reader `reconstruct` uses, for callers that compare rows of several task sets
+    of one commit themselves (`raw_table`, then `compared`): the parts of a split commit
+    (`meltwater.stream.held_changes`)."""
+    return _CommitRun(commit, projection, io, options, deletes, batch_size, TRUE)
+
+
 def reconstruct_range(commits: Iterable[CommitChanges], projection: Schema, io: FileIO, *,
                       options: ChangeOptions | None = None,
                       deletes: DeleteLoader | None = None,
@@ -249,11 +258,26 @@ class _CommitRun:
 
     def _compared(self, raw: Iterator[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
         """Hold the commit's changes, drop carry-over, pair updates, then emit."""
+        yield from self.compared(self._held(raw))
+
+    def raw_table(self) -> pa.Table:
+        """Every raw change row of the tasks (table columns and `_change_type`), in the
+        order they are compared: rows that left, then rows that arrived, by task."""
+        tasks = self.commit.tasks
+        leaving = [t for t in tasks if not isinstance(t, AddedRowsTask)]
+        arriving = [t for t in tasks if isinstance(t, AddedRowsTask)]
+        return self._held(self._raw(leaving, arriving))
+
+    def _held(self, raw: Iterator[tuple[str, pa.RecordBatch]]) -> pa.Table:
         schema = self.table_schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
         batches = [pa.RecordBatch.from_arrays(
             [*batch.columns, constant_array(pa.scalar(change_type), batch.num_rows)],
             schema=schema) for change_type, batch in raw]
-        table = pa.Table.from_batches(batches, schema=schema)
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def compared(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
+        """Raw change rows (`raw_table`'s) without carry-over, updates paired, as batches
+        with the metadata columns."""
         if not self.options.keep_carryover:
             table = remove_carryover(table)
         if self.options.pairs_updates:

@@ -18,7 +18,10 @@ Admission control: `getDefaultReadLimit()` is the limit the options imply
 apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' limits.
 `prepareForTriggerAvailableNow()` pins the table's newest snapshot, so
 `trigger(availableNow=True)` reads everything committed before the query started, in as
-many micro-batches as the limits make, and ends.
+many micro-batches as the limits make, and ends. Limits never change the rows the stream
+emits: a commit is split only between its units, and rows that pair across them wait for
+its last part (`meltwater.stream.offsets`, "Splitting a commit"); each partition is read by
+`meltwater.stream.held_changes.read_parts`.
 
 Event-driven triggers: the driver-side process also watches the table
 (`meltwater.stream.watcher`, started on the first offset request, stopped by `stop()`,
@@ -216,16 +219,11 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from meltwater.planner.fileio import PyArrowFileIO
-        from meltwater.stream.deletes import DeleteLoader
-        from meltwater.stream.reconstruction import reconstruct
+        from meltwater.stream.held_changes import read_parts
 
         assert isinstance(partition, ChangePartition), partition
         if self._arrow is None:
             self._arrow = arrow_schema(self.schema)
-        io = PyArrowFileIO()
-        loader = DeleteLoader(io)
-        for part in partition.parts:
-            for batch in reconstruct(part.changes, part.projection, io,
-                                     options=partition.options, deletes=loader):
-                if batch.num_rows:
-                    yield conform(batch, self._arrow)
+        for batch in read_parts(partition.parts, PyArrowFileIO(), partition.options):
+            if batch.num_rows:
+                yield conform(batch, self._arrow)
