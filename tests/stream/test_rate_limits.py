@@ -47,12 +47,13 @@ pytestmark = pytest.mark.corpus
 
 SCENARIOS = ("mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-             "v3_deletion_vectors", "random_mix", "file_formats")
+             "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution")
 PAIRING = {"compute-updates": "true", "identifier-columns": "id"}
 # (scenario, mode): plain, pairing by `id`, and pairing by the table's own keys where it
 # has them (identifier fields; v3 row lineage).
 CASES = ([(name, "plain") for name in SCENARIOS] + [(name, "pairs") for name in SCENARIOS]
-         + [("equality_deletes", "own-keys"), ("v3_deletion_vectors", "own-keys")])
+         + [("equality_deletes", "own-keys"), ("v3_deletion_vectors", "own-keys"),
+            ("column_evolution", "own-keys")])
 MODES = {"plain": {}, "pairs": PAIRING, "own-keys": {"compute-updates": "true"}}
 BUDGETS = [Budget(**{f"max_{kind}": limit}) for kind in ("files", "rows", "bytes")
            for limit in (1, 2, 3, 7)]
