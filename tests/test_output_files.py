@@ -101,15 +101,17 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _temporary_files(target: Path, process: subprocess.Popen) -> list[str]:
-    """The files beside `target` once the command has made its temporary one."""
+def _output_opened(target: Path, existing: bool, process: subprocess.Popen) -> list[str]:
+    """Wait until the command has opened its output (a file beside the target, or the
+    target itself created or truncated); the names then in the target's directory."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
-        names = [p.name for p in target.parent.iterdir() if p.name != target.name]
-        if names:
+        names = sorted(os.listdir(target.parent))
+        if names != ([target.name] if existing else []) or (
+                existing and target.read_bytes() != OLD_BYTES):
             return names
         time.sleep(0.01)
-    raise AssertionError("the command made no temporary file")
+    raise AssertionError("the command never opened its output")
 
 
 def _wait_until_taken(process: subprocess.Popen, signum: int) -> None:
@@ -166,8 +168,8 @@ def test_a_signal_mid_write_leaves_no_file_and_an_existing_one_untouched(
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=_default_sigint)
     try:
-        temporary = _temporary_files(target, process)
-        assert len(temporary) == 1 and temporary[0].startswith(f".{target.name}.")
+        opened = [n for n in _output_opened(target, existing, process) if n != target.name]
+        assert len(opened) == 1 and opened[0].startswith(f".{target.name}."), opened
         process.send_signal(signum)  # the command is past making it, short of the FIFO's end
         _wait_until_taken(process, signum)
         _feed_once_opened(fifo, content, process)
@@ -177,7 +179,7 @@ def test_a_signal_mid_write_leaves_no_file_and_an_existing_one_untouched(
             process.kill()
     expected = {signal.SIGTERM: (143, "meltwater: terminated"),
                 signal.SIGINT: (130, "meltwater: interrupted")}[signum]
-    # Known gap (see the report in the branch's commit): a signal taken while the main
+    # Known gap, not yet explained: a signal taken while the main
     # thread is blocked in pyarrow's open of the FIFO is at times not raised before the
     # FIFO's failed seek ends the command with its one-line error instead. Either way the
     # command fails, and what the test is about, the files, is checked below.
