@@ -2,7 +2,9 @@
 
 Subcommands register themselves in `COMMANDS`; each gets its own argparse sub-parser.
 Errors that are the user's (a `MeltwaterError`) print one line and exit with status 2;
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. Ctrl-C and SIGTERM unwind through the same
+cleanup (`meltwater.cli.signals`: an `--output` file is left as it was) and exit with the
+statuses a shell gives those signals, 130 and 143.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from meltwater.cli import change_commands, serve_command, table_commands, watch_command
+from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, sigterm_raises
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -48,10 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     try:
-        return handler(args)
+        with sigterm_raises():
+            return handler(args)
     except MeltwaterError as error:
         print(f"meltwater: {error}", file=sys.stderr)
         return error.exit_code
+    except KeyboardInterrupt:
+        print("meltwater: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print("meltwater: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 if __name__ == "__main__":

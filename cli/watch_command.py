@@ -16,34 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
+from meltwater.cli.signals import Terminated, sigterm_raises
 from meltwater.cli.table_commands import UsageError
 from meltwater.stream.snapshot_events import SnapshotEvent
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise _Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _n(value: int | None) -> int:
@@ -72,7 +49,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     watcher = SnapshotWatcher(args.table, after=args.after, poll=True if args.poll else None,
                               interval=args.interval)
     render = (lambda e: json.dumps(e.to_json())) if args.format == "jsonl" else format_text
-    with _sigterm_raises():
+    with sigterm_raises():
         try:
             with watcher:
                 latest = watcher.latest
@@ -82,7 +59,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 while True:
                     for event in watcher.wait(timeout=1.0):
                         print(render(event), flush=True)
-        except (KeyboardInterrupt, _Terminated):
+        except (KeyboardInterrupt, Terminated):
             return 0
         except BrokenPipeError:  # the reader of our output went away: we are done too
             sys.stdout = None  # type: ignore[assignment]  # nothing left to flush at exit

@@ -6,6 +6,13 @@ Exactly once comes from Spark itself: the file sink writes a `_spark_metadata` l
 the files and readers of the directory see only files of committed batches, so a batch
 replayed after a crash never shows twice. Nothing here needs a ledger.
 
+JSON archives write every column on every line, `null` included (`ignoreNullFields` is
+false; Spark's JSON writer leaves null fields out by default). A change log whose lines
+lose keys is hard to consume: a reader cannot tell a null from a column it does not know,
+and tools that take their schema from the first line (`pyarrow.Table.from_pylist`, many
+JSON-lines loaders) drop a column whenever that line's value was null. The partition
+column is the exception, as for every file sink: it is in the directory name.
+
 The console sink prints each micro-batch; it is for trying a pipeline out.
 """
 
@@ -17,6 +24,7 @@ from typing import Any
 from meltwater.sinks.errors import SinkError
 
 DEFAULT_PARTITIONING = ("_commit_snapshot_id",)
+FORMAT_OPTIONS = {"json": {"ignoreNullFields": "false"}, "parquet": {}}
 
 
 def archive_writer(frame: Any, kind: str, options: Mapping[str, Any]) -> Any:
@@ -27,6 +35,7 @@ def archive_writer(frame: Any, kind: str, options: Mapping[str, Any]) -> Any:
         raise SinkError(f"archive sink: partition-by column {unknown[0]!r} is not a "
                              f"column of the change stream ({', '.join(frame.columns)})")
     return (frame.writeStream.format(kind).outputMode("append")
+            .options(**FORMAT_OPTIONS[kind])
             .option("path", str(options["path"])).partitionBy(*partitioning))
 
 

@@ -24,7 +24,6 @@ straddle two batches; the writer carries the UPDATE_BEFORE over.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
@@ -44,6 +43,7 @@ from meltwater.stream.change_schema import (
     UPDATE_BEFORE,
 )
 from meltwater.stream.output import _json_safe, json_default
+from meltwater.stream.output_file import output_destination
 from meltwater.stream.updates import data_columns
 
 
@@ -107,12 +107,16 @@ def write_debezium_jsonl(reader: Iterable[pa.RecordBatch], output: str | IO[str]
                          table_name: str, *, initial_snapshot: bool = False,
                          ts_ms: int | None = None) -> int:
     """Write Debezium events as JSON lines to a path, an open text file, or stdout (None);
-    returns the number of events (an update pair is one)."""
-    handle: IO[str]
-    if isinstance(output, str):
-        handle = open(output, "w", encoding="utf-8")  # noqa: SIM115
-    else:
-        handle = output if output is not None else sys.stdout
+    returns the number of events (an update pair is one). A path is replaced only once
+    every event is written (`meltwater.stream.output_file`)."""
+    if output is not None and not isinstance(output, str):
+        return _write_events(reader, output, table_name, initial_snapshot, ts_ms)
+    with output_destination(output, text=True) as handle:
+        return _write_events(reader, handle, table_name, initial_snapshot, ts_ms)
+
+
+def _write_events(reader: Iterable[pa.RecordBatch], handle: IO[str], table_name: str,
+                  initial_snapshot: bool, ts_ms: int | None) -> int:
     count = 0
     try:
         for event in debezium_events(reader, table_name, initial_snapshot=initial_snapshot,
@@ -121,7 +125,4 @@ def write_debezium_jsonl(reader: Iterable[pa.RecordBatch], output: str | IO[str]
             count += 1
         return count
     finally:
-        if isinstance(output, str):
-            handle.close()
-        else:
-            handle.flush()
+        handle.flush()

@@ -2,6 +2,8 @@
 
 Every writer consumes the stream batch by batch, so `meltwater scan ... --format parquet`
 of a large table holds one batch at a time (the table format prints, it does not sort).
+An output file is written beside its path and renamed into place only when complete
+(`meltwater.stream.output_file`): a failure or a signal never leaves part of one.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import base64
 import datetime as dt
 import json
 import math
-import sys
 import uuid
 from collections.abc import Iterable
 from decimal import Decimal
@@ -21,6 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from meltwater.planner.errors import MeltwaterError
+from meltwater.stream.output_file import output_destination
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
@@ -109,9 +111,8 @@ def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[st
 
 
 def _write_csv(reader: pa.RecordBatchReader, output: str | None) -> int:
-    binary = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
     count, first = 0, True
-    try:
+    with output_destination(output, text=False) as binary:
         for batch in reader:
             options = pacsv.WriteOptions(include_header=first)
             pacsv.write_csv(_flatten_nested(batch), binary, write_options=options)
@@ -119,11 +120,6 @@ def _write_csv(reader: pa.RecordBatchReader, output: str | None) -> int:
             count += batch.num_rows
         if first:
             binary.write((",".join(reader.schema.names) + "\n").encode())
-    finally:
-        if output:
-            binary.close()
-        else:
-            binary.flush()
     return count
 
 
@@ -131,7 +127,8 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     if not output:
         raise OutputError("--format parquet needs --output PATH")
     count = 0
-    with pq.ParquetWriter(output, reader.schema) as writer:
+    with output_destination(output, text=False) as binary, \
+            pq.ParquetWriter(binary, reader.schema) as writer:
         for batch in reader:
             writer.write_batch(batch)
             count += batch.num_rows
@@ -139,15 +136,17 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
 
 
 def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = None) -> int:
-    """Write a stream in a format to a file (or stdout); returns the number of rows."""
+    """Write a stream in a format to a file (or stdout); returns the number of rows.
+
+    A file is whole or absent: it replaces `output` only once every row is written
+    (`meltwater.stream.output_file`), so a failure leaves an existing file as it was."""
     if fmt not in FORMATS:
         raise OutputError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
     if fmt == "parquet":
         return _write_parquet(reader, output)
     if fmt == "csv":
         return _write_csv(reader, output)
-    handle: IO[str] = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
-    try:
+    with output_destination(output, text=True) as handle:
         if fmt == "table":
             return write_table(reader, reader.schema, handle)
         count = 0
@@ -157,8 +156,3 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
                                         allow_nan=False) + "\n")
             count += batch.num_rows
         return count
-    finally:
-        if output:
-            handle.close()
-        else:
-            handle.flush()

@@ -1,0 +1,127 @@
+"""An output file that is whole or absent: written beside its target, renamed on success.
+
+`meltwater scan/changes/snapshots --output PATH` must never leave half a file behind. A
+Parquet writer interrupted by an exception still closes with a valid footer, so a reader
+of a partial file would see a *valid* table holding some of the rows: silently wrong.
+And opening the target itself truncates an existing file before the first row is read.
+
+So every output path goes through `replacing_file` (`output_destination` picks it or
+stdout):
+
+- the rows go to a temporary file in the target's own directory (a rename within one
+  filesystem is atomic), named `.<name>.<random>.tmp` and created with `O_EXCL`, so it
+  can neither collide with another file nor follow a planted symlink;
+- on success it is flushed, fsynced and renamed over the target, then the directory is
+  fsynced so the rename itself survives a crash;
+- on any exception, including KeyboardInterrupt and the CLI's SIGTERM exception
+  (`meltwater.cli.signals`), the temporary file is removed and an existing target is left
+  as it was, byte for byte.
+
+Permissions are those `open(path, "w")` would give: a new file gets 0o666 less the umask
+(the kernel applies it to `os.open`'s mode, unlike `mkstemp`'s 0o600), and replacing an
+existing file keeps that file's mode. A target that exists and is not a regular file
+(`/dev/stdout`, a FIFO, a character device) cannot be replaced by a rename; it is written
+directly, as `open()` would, since it holds nothing a failure could truncate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from meltwater.planner.errors import MeltwaterError
+
+
+class OutputFileError(MeltwaterError):
+    """The output file cannot be created or put in place (a missing directory, rights)."""
+
+
+def temporary_sibling_prefix(target: str | os.PathLike[str]) -> str:
+    """The name prefix of the temporary files `replacing_file` makes for `target`."""
+    return f".{Path(target).name}."
+
+
+def _sibling_name(target: Path) -> Path:
+    return target.with_name(f"{temporary_sibling_prefix(target)}{secrets.token_hex(8)}.tmp")
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable; not every platform lets a directory be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
+    """An open file (text in UTF-8, or binary) that replaces `path` only if the block
+    completes; see the module doc."""
+    try:
+        existing = os.stat(path)  # follows links as open() does, /proc's magic ones included
+    except FileNotFoundError:
+        existing = None
+    except OSError as error:
+        raise OutputFileError(f"cannot write {path}: {error.strerror}") from None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        try:
+            direct: IO = open(path, "w" if text else "wb",  # noqa: SIM115
+                              **({"encoding": "utf-8"} if text else {}))
+        except OSError as error:
+            raise OutputFileError(f"cannot write {path}: {error.strerror}") from None
+        with direct:
+            yield direct
+        return
+    target = Path(os.path.realpath(path))  # a symlinked file is replaced where it lives
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    # One handler from choosing the name to the rename: a signal may raise between any two
+    # steps, even between os.open creating the file and its result being assigned.
+    temp = _sibling_name(target)
+    try:
+        while True:
+            try:
+                fd = os.open(temp, flags, 0o666)  # the umask applies, as for open()
+                break
+            except FileExistsError:  # another file's name: never ours to remove
+                temp = _sibling_name(target)
+        if existing is not None:
+            os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+        with open(fd, "w", encoding="utf-8") if text else open(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(error, OSError) and error.filename in (str(temp), temp):
+            raise OutputFileError(f"cannot write {path}: {error.strerror}") from None
+        raise
+    _fsync_directory(target.parent)
+
+
+@contextlib.contextmanager
+def output_destination(output: str | os.PathLike[str] | None, *, text: bool) -> Iterator[IO]:
+    """Where a command's output goes: stdout when `output` is None or empty (flushed at the
+    end, never closed), else a `replacing_file` for that path."""
+    if not output:
+        stream: IO = sys.stdout if text else sys.stdout.buffer
+        try:
+            yield stream
+        finally:
+            stream.flush()
+        return
+    with replacing_file(output, text=text) as handle:
+        yield handle
