@@ -10,12 +10,13 @@ statuses a shell gives those signals, 130 and 143.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from meltwater.cli import change_commands, serve_command, table_commands, watch_command
-from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, sigterm_raises
+from meltwater.cli import change_commands, serve_command, signals, table_commands, watch_command
+from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -51,11 +52,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     try:
-        with sigterm_raises():
-            return handler(args)
-    except MeltwaterError as error:
-        print(f"meltwater: {error}", file=sys.stderr)
-        return error.exit_code
+        with signals.signals_raise():
+            try:
+                return handler(args)
+            except Exception as error:
+                if signals.received() is not None:  # the signal came out as another error
+                    raise _as_signal(signals.received()) from error
+                if not isinstance(error, MeltwaterError):
+                    raise  # a bug: keep its traceback
+                print(f"meltwater: {error}", file=sys.stderr)
+                return error.exit_code
     except KeyboardInterrupt:
         print("meltwater: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -63,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("meltwater: terminated", file=sys.stderr)
         return EXIT_TERMINATED
 
+
+def _as_signal(signum: int | None) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
 if __name__ == "__main__":
     sys.exit(main())

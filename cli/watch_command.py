@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from meltwater.cli.signals import Terminated, sigterm_raises
+from meltwater.cli.signals import Terminated, signals_raise
 from meltwater.cli.table_commands import UsageError
 from meltwater.stream.snapshot_events import SnapshotEvent
 
@@ -49,7 +49,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     watcher = SnapshotWatcher(args.table, after=args.after, poll=True if args.poll else None,
                               interval=args.interval)
     render = (lambda e: json.dumps(e.to_json())) if args.format == "jsonl" else format_text
-    with sigterm_raises():
+    with signals_raise():
         try:
             with watcher:
                 latest = watcher.latest
