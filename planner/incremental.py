@@ -101,28 +101,30 @@ def _check_start_before_end(to: Snapshot, names: BoundNames, *, from_sequence: i
     """Refuse a start later than an explicit end (Iceberg's Spark changelog scans refuse a
     start-timestamp after the end-timestamp): the range would be empty by mistake. A
     start after the head with no end given stays a valid, empty range (nothing since)."""
-    if to_timestamp_ms is not None:
-        end_ms, end = to_timestamp_ms, f"{names.to_timestamp} {to_timestamp_ms}"
-    elif to_snapshot_id is not None or to_ref is not None:
-        which = (f"{names.to_snapshot} {to_snapshot_id}" if to_snapshot_id is not None
-                 else f"{names.to_ref} {to_ref!r}")
-        end_ms, end = to.timestamp_ms, f"{which} (committed at {to.timestamp_ms} ms)"
+    by_snapshot = (f"{names.to_snapshot} {to_snapshot_id}" if to_snapshot_id is not None
+                   else f"{names.to_ref} {to_ref!r}" if to_ref is not None else None)
+    _check_bound(names.from_timestamp, from_timestamp_ms, names.to_timestamp, to_timestamp_ms,
+                 by_snapshot, to.timestamp_ms, "committed at {} ms")
+    _check_bound(names.from_sequence, from_sequence, names.to_sequence, to_sequence,
+                 by_snapshot, to.sequence_number, "sequence number {}")
+
+
+def _check_bound(start_name: str, start: int | None, end_name: str, end: int | None,
+                 by_snapshot: str | None, snapshot_value: int, described: str) -> None:
+    """One kind of bound (timestamp or sequence number): the start against the explicit
+    end of the same kind, else against the end snapshot's value when an end snapshot or
+    ref was named."""
+    if start is None:
+        return
+    if end is not None:
+        limit, what = end, f"{end_name} {end}"
+    elif by_snapshot is not None:
+        limit, what = snapshot_value, f"{by_snapshot} ({described.format(snapshot_value)})"
     else:
-        end_ms = None
-    if from_timestamp_ms is not None and end_ms is not None and from_timestamp_ms > end_ms:
-        raise InvalidRange(f"{names.from_timestamp} {from_timestamp_ms} is later than "
-                           f"{end}: the range's start must not be after its end")
-    if to_sequence is not None:
-        end_seq, end = to_sequence, f"{names.to_sequence} {to_sequence}"
-    elif to_snapshot_id is not None or to_ref is not None:
-        which = (f"{names.to_snapshot} {to_snapshot_id}" if to_snapshot_id is not None
-                 else f"{names.to_ref} {to_ref!r}")
-        end_seq, end = to.sequence_number, f"{which} (sequence number {to.sequence_number})"
-    else:
-        end_seq = None
-    if from_sequence is not None and end_seq is not None and from_sequence > end_seq:
-        raise InvalidRange(f"{names.from_sequence} {from_sequence} is later than {end}: "
-                           "the range's start must not be after its end")
+        return
+    if start > limit:
+        raise InvalidRange(f"{start_name} {start} is later than {what}: the range's start "
+                           "must not be after its end")
 
 
 def _snapshot_by_sequence(lineage: list[Snapshot], sequence_number: int) -> Snapshot | None:
