@@ -29,6 +29,7 @@ from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
 from meltwater.service.mirror_sink import MIRROR_SINKS, MIRROR_SOURCE_OPTIONS
 from meltwater.service.table_head import TableHead
+from meltwater.stream.query_start import start_query
 
 log = logging.getLogger("meltwater.service")
 
@@ -104,7 +105,7 @@ class PipelineRun:
             writer = writer.trigger(processingTime="0 seconds")
         else:
             writer = writer.trigger(processingTime=f"{config.interval_s} seconds")
-        self.query = writer.start()
+        self.query = start_query(writer)  # one at a time: see stream.query_start
         self.metrics.up.labels(config.name).set(1)
         self.health.update(config.name, state="running")
         log.info("pipeline started", extra=fields(pipeline=config.name, table=config.table,
