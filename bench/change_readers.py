@@ -98,7 +98,7 @@ class MeltwaterRuns:
 
 def meltwater_changes(table: dict[str, Any], runs: MeltwaterRuns) -> RunFn:
     """One change read of the update commit, recording its stats and files into `runs`."""
-    from meltwater.stream import change_feed
+    from meltwater.stream.engine import change_feed
 
     def run() -> int:
         io = counting_io(table["delete_file_paths"])

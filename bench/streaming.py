@@ -16,7 +16,7 @@ the same local[2] settings (`bench/writer/stream_read.py --serve`):
 - meltwater on Spark 4 (this venv), `option("starting", "earliest")`, on both tables, in a
   session set up as `meltwater.stream.local_session` sets one up (Spark's Python processes
   import pyspark from site-packages instead of `pyspark.zip` and talk to the JVM over Unix
-  domain sockets: see `stream/spark_home.py`);
+  domain sockets: see `stream/spark/session.py`);
 - a diagnostic meltwater run on the append-only table (skip it with `--skip diagnostics`):
   with a `split-size` giving two partitions, one per core.
 

@@ -31,8 +31,8 @@ BOUND_NAMES = BoundNames(from_sequence="--from-sequence", from_timestamp="--from
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
-    from meltwater.stream.change_feed import change_feed
-    from meltwater.stream.output import write_stream
+    from meltwater.stream.engine.change_feed import change_feed
+    from meltwater.stream.engine.output import write_stream
 
     feed = change_feed(
         load_table(args.table),
@@ -49,7 +49,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
         skip_expired=args.skip_expired, bound_names=BOUND_NAMES)
     reader = feed.reader()
     if args.format == "debezium-jsonl":
-        from meltwater.stream.change_output import write_debezium_jsonl
+        from meltwater.stream.engine.change_output import write_debezium_jsonl
 
         count = write_debezium_jsonl(reader, args.output, feed.table.location)
     else:

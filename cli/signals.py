@@ -3,7 +3,7 @@
 Python turns Ctrl-C (SIGINT) into KeyboardInterrupt, which runs every `finally` and
 context manager on its way out; SIGTERM's default action kills the process on the spot,
 leaving whatever it was writing half done (an `--output` file's temporary sibling, see
-`meltwater.stream.output_file`). Under `signals_raise()` SIGTERM raises `Terminated` in the
+`meltwater.stream.engine.output_file`). Under `signals_raise()` SIGTERM raises `Terminated` in the
 main thread and SIGINT raises KeyboardInterrupt, so both take the same cleanup path.
 
 An exception raised from a signal handler lands wherever the main thread happens to be,

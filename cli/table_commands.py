@@ -62,7 +62,7 @@ def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
-    from meltwater.stream.output import write_stream
+    from meltwater.stream.engine.output import write_stream
 
     table = load_table(args.table)
     metadata = table.metadata
@@ -103,8 +103,8 @@ def _int(value: str | None) -> int | None:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    from meltwater.stream.output import write_stream
-    from meltwater.stream.scan import scan
+    from meltwater.stream.engine.output import write_stream
+    from meltwater.stream.engine.scan import scan
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
@@ -116,7 +116,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from meltwater.stream.scan import plan
+    from meltwater.stream.engine.scan import plan
 
     planned = plan(load_table(args.table), **_plan_args(args))
     scan = planned.scan

@@ -20,7 +20,7 @@ import sys
 
 from meltwater.cli.signals import Terminated, signals_raise
 from meltwater.cli.table_commands import UsageError
-from meltwater.stream.snapshot_events import SnapshotEvent
+from meltwater.stream.watch.snapshot_events import SnapshotEvent
 
 
 def _n(value: int | None) -> int:
@@ -42,7 +42,7 @@ def format_text(event: SnapshotEvent) -> str:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from meltwater.stream.watcher import SnapshotWatcher
+    from meltwater.stream.watch.watcher import SnapshotWatcher
 
     if args.interval is not None and args.interval <= 0:
         raise UsageError(f"--interval {args.interval}: expected a positive number of seconds")

@@ -30,14 +30,12 @@ from typing import Any
 import fastavro
 from fastavro.read import HEADER_SCHEMA
 
+from meltwater.planner.errors import CorruptAvroError
+
 _MAGIC = b"Obj\x01"
 _HEADER = fastavro.parse_schema(HEADER_SCHEMA)
 _LONG = fastavro.parse_schema("long")
 _ARRAY_END = b"\x00"
-
-
-class CorruptAvro(ValueError):
-    """The bytes are not a readable Avro object container file."""
 
 
 @lru_cache(maxsize=64)
@@ -69,16 +67,16 @@ class AvroFile:
         try:
             header = fastavro.schemaless_reader(self._fo, _HEADER)
         except (EOFError, ValueError, TypeError) as error:
-            raise CorruptAvro(f"no Avro header ({error})") from None
+            raise CorruptAvroError(f"no Avro header ({error})") from error
         if header["magic"] != _MAGIC:
-            raise CorruptAvro("no Avro magic bytes")
+            raise CorruptAvroError("no Avro magic bytes")
         self.metadata: dict[str, bytes] = header["meta"]
         self._sync: bytes = header["sync"]
         self._blocks_at = self._fo.tell()
         try:
             self.schema_text = self.metadata["avro.schema"].decode()
         except KeyError:
-            raise CorruptAvro("no avro.schema in the header") from None
+            raise CorruptAvroError("no avro.schema in the header") from None
         self.codec = self.metadata.get("avro.codec", b"null").decode()
 
     def blocks(self) -> Iterator[tuple[int, bytes]]:
@@ -94,7 +92,7 @@ class AvroFile:
             size = fastavro.schemaless_reader(fo, _LONG)
             data = fo.read(size)
             if len(data) != size or fo.read(16) != self._sync:
-                raise CorruptAvro(f"truncated block or bad sync marker at byte {fo.tell()}")
+                raise CorruptAvroError(f"truncated block or bad sync marker at byte {fo.tell()}")
             yield count, zlib.decompress(data, -15) if self.codec == "deflate" else data
 
     def records(self, count: int, data: bytes) -> list[dict[str, Any]]:

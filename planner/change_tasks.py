@@ -1,8 +1,8 @@
 """Change tasks: what changed in one commit, in Iceberg's own vocabulary.
 
 Incremental planning turns the commits of a range into these tasks; the engine
-(`meltwater.stream.reconstruction`) turns each into change rows. Each task carries every delete
-file the engine needs, so reading never consults table metadata:
+(`meltwater.stream.engine.reconstruction`) turns each into change rows. Each task carries every
+delete file the engine needs, so reading never consults table metadata:
 
 - `AddedRowsTask`: a data file the commit added. Its rows are INSERTs, except rows removed
   by position deletes or DVs of the same commit (`deletes`), which apply to same-sequence

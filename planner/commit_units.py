@@ -22,7 +22,7 @@ Update pairing matches a DELETE and an INSERT by key, and keys may cross partiti
 update moving a row, or `_row_id`), so units are also grouped into *key groups*: units
 that may hold a common key, judged the same way by the partition fields whose source is
 an identifier field. Units of different key groups never pair; within one, the stream
-holds rows back until the commit's last part (`meltwater.stream.held_changes`).
+holds rows back until the commit's last part (`meltwater.stream.engine.held_changes`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _value(value: Any) -> Any:
 @dataclass(frozen=True)
 class CommitSplit:
     """What one part of a commit read in several parts must know of the whole commit to
-    pair updates across parts (`meltwater.stream.held_changes`): plain, picklable data."""
+    pair updates across parts (`meltwater.stream.engine.held_changes`): plain, picklable data."""
 
     tasks: tuple[ChangeTask, ...]  # the commit's tasks, in planner order
     units: tuple[tuple[int, ...], ...]  # `CommitUnits.units`

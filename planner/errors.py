@@ -1,4 +1,4 @@
-"""Typed errors shared by every layer.
+"""The planner's errors, and `MeltwaterError`, the base of every error meltwater raises.
 
 Every error carries one line that names the thing (a file, a snapshot id, an option) and
 the problem, so the CLI can print it as-is and exit with status 2 instead of a traceback.
@@ -9,3 +9,52 @@ class MeltwaterError(Exception):
     """Base of all errors meltwater raises on bad input or an unreadable table."""
 
     exit_code = 2
+
+
+class StreamError(MeltwaterError):
+    """A change stream cannot go on (and says what to do about it)."""
+
+
+class OffsetError(StreamError):
+    """A checkpointed offset this version of meltwater does not understand."""
+
+
+class NoSuchFileError(MeltwaterError):
+    """A file the table's metadata refers to does not exist."""
+
+
+class InvalidRangeError(MeltwaterError):
+    """A change range whose ends do not form a valid (from, to] along one lineage."""
+
+
+class ExpiredSnapshotsError(InvalidRangeError):
+    """Part of the range's history has expired and can no longer be read."""
+
+
+class NoSuchTableError(MeltwaterError):
+    """No Iceberg table at the given location."""
+
+
+class CorruptMetadataError(MeltwaterError):
+    """A metadata, manifest list or manifest file cannot be parsed."""
+
+
+class UnsupportedFeatureError(MeltwaterError):
+    """The table uses something meltwater does not read (yet); never silently skipped."""
+
+
+class NoSuchSnapshotError(MeltwaterError):
+    """A snapshot id, ref or timestamp names no snapshot of the table."""
+
+
+class FilterError(MeltwaterError):
+    """A filter cannot be parsed or bound (unknown column, literal of the wrong type, ...)."""
+
+
+class SchemaError(MeltwaterError):
+    """A schema, type or column reference is invalid."""
+
+
+class CorruptAvroError(MeltwaterError):
+    """The bytes are not a readable Avro object container file (the manifest readers add
+    which file)."""

@@ -19,7 +19,8 @@ Value semantics (shared by the exact evaluators): a comparison with null is fals
 `x != 5` agree, as after `rewrite_not`); comparisons with NaN follow IEEE 754 (all false but
 `!=`), like Arrow's compute kernels that apply residuals.
 
-`FilterEvaluators` caches every evaluator per partition spec id for one scan.
+`meltwater.planner.filter_evaluators` builds them from a row filter, projected onto each
+partition spec, and caches them per spec for one scan.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from meltwater.planner.errors import FilterError
 from meltwater.planner.expressions import (
     AlwaysFalse,
     AlwaysTrue,
     And,
     BoundPredicate,
     Expression,
-    FilterError,
     Not,
     Op,
     Or,
@@ -176,7 +177,8 @@ class PartitionEvaluator:
 class ManifestEvaluator:
     """May a manifest (of one spec) hold files matching a partition filter?
 
-    Build it with `for_row_filter`, which projects a row filter inclusively onto the spec.
+    Build it from a row filter with `filter_evaluators.manifest_evaluator`, which projects
+    the filter inclusively onto the spec.
     A manifest without partition summaries may always match; a summary's missing lower
     bound means the field's values are all null (or NaN) per the spec, but only when the
     summary says it saw a null or NaN: otherwise the bounds are merely unknown.
@@ -187,14 +189,6 @@ class ManifestEvaluator:
         self.expr = rewrite_not(partition_expr)
         self._positions = {f.field_id: i for i, f in enumerate(spec.fields)}
         self._eval = compile_expression(self.expr, self._leaf, allow_not=False)
-
-    @classmethod
-    def for_row_filter(cls, spec: PartitionSpec, schema: Schema, row_filter: Expression,
-                       case_sensitive: bool = True) -> ManifestEvaluator:
-        from meltwater.planner.projections import inclusive_projection
-
-        projected = inclusive_projection(spec, schema, case_sensitive).project(row_filter)
-        return cls(spec, projected)
 
     def may_match(self, manifest: ManifestFile) -> bool:
         summaries = manifest.partitions
@@ -470,79 +464,3 @@ def _metrics_check(pred: BoundPredicate) -> Callable[[DataFile], bool]:
             return upper is None or not upper < lit
         return check_eq
     raise FilterError(f"cannot evaluate {pred} on column metrics")
-
-
-# -- one scan's evaluators, cached per spec ----------------------------------------------------
-
-
-class FilterEvaluators:
-    """Every evaluator one scan needs for its row filter, built once per partition spec id.
-
-    The planner calls these for every manifest and every entry; building a projection or
-    compiling an evaluator per call would dominate planning time, hence the cache.
-    """
-
-    def __init__(self, schema: Schema, row_filter: Expression,
-                 specs: Mapping[int, PartitionSpec], case_sensitive: bool = True) -> None:
-        self.schema = schema
-        self.specs = specs
-        self.case_sensitive = case_sensitive
-        self.row_filter = bind(row_filter, schema, case_sensitive)
-        self._partition_filters: dict[int, Expression] = {}
-        self._manifest: dict[int, ManifestEvaluator] = {}
-        self._partition: dict[int, PartitionEvaluator] = {}
-        self._residual: dict[int, Any] = {}
-        self._metrics: InclusiveMetricsEvaluator | None = None
-
-    def _spec(self, spec_id: int) -> PartitionSpec:
-        try:
-            return self.specs[spec_id]
-        except KeyError:
-            raise FilterError(f"no partition spec with id {spec_id}") from None
-
-    def partition_filter(self, spec_id: int) -> Expression:
-        """The row filter's inclusive projection onto spec `spec_id`."""
-        if spec_id not in self._partition_filters:
-            from meltwater.planner.projections import inclusive_projection
-
-            projection = inclusive_projection(self._spec(spec_id), self.schema,
-                                              self.case_sensitive)
-            self._partition_filters[spec_id] = projection.project(self.row_filter)
-        return self._partition_filters[spec_id]
-
-    def manifest_evaluator(self, spec_id: int) -> ManifestEvaluator:
-        if spec_id not in self._manifest:
-            self._manifest[spec_id] = ManifestEvaluator(self._spec(spec_id),
-                                                        self.partition_filter(spec_id))
-        return self._manifest[spec_id]
-
-    def partition_evaluator(self, spec_id: int) -> PartitionEvaluator:
-        if spec_id not in self._partition:
-            self._partition[spec_id] = PartitionEvaluator(self._spec(spec_id),
-                                                          self.partition_filter(spec_id))
-        return self._partition[spec_id]
-
-    def residual_evaluator(self, spec_id: int) -> Any:
-        """A `projections.ResidualEvaluator` for spec `spec_id`."""
-        if spec_id not in self._residual:
-            from meltwater.planner.projections import residual_evaluator
-
-            self._residual[spec_id] = residual_evaluator(
-                self._spec(spec_id), self.schema, self.row_filter, self.case_sensitive)
-        return self._residual[spec_id]
-
-    @property
-    def metrics_evaluator(self) -> InclusiveMetricsEvaluator:
-        if self._metrics is None:
-            self._metrics = InclusiveMetricsEvaluator(self.schema, self.row_filter,
-                                                      self.case_sensitive)
-        return self._metrics
-
-    def may_match(self, manifest: ManifestFile) -> bool:
-        """Shortcut: may this manifest hold matching files?"""
-        return self.manifest_evaluator(manifest.partition_spec_id).may_match(manifest)
-
-    def file_may_match(self, file: DataFile) -> bool:
-        """Shortcut: may this data or delete file hold matching rows (partition and metrics)?"""
-        return (self.partition_evaluator(file.spec_id).eval(file.partition)
-                and self.metrics_evaluator.may_match(file))

@@ -20,12 +20,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.errors import FilterError, MeltwaterError
 from meltwater.planner.types import PrimitiveType, Schema
-
-
-class FilterError(MeltwaterError):
-    """A filter cannot be parsed or bound (unknown column, literal of the wrong type, ...)."""
 
 
 class Op(Enum):
@@ -282,7 +278,7 @@ def bind(expr: Expression, schema: Schema, case_sensitive: bool = True) -> Expre
             values.append(to_internal(value, type_))
         except (ValueError, TypeError, ArithmeticError) as error:
             raise FilterError(f"filter {expr}: literal {value!r} does not fit column "
-                              f"{expr.term!r} of type {type_} ({error})") from None
+                              f"{expr.term!r} of type {type_} ({error})") from error
     if op.is_set:
         unique = tuple(sorted(set(values), key=repr))
         if not unique:

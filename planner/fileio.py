@@ -15,11 +15,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from meltwater.planner.errors import MeltwaterError
-
-
-class FileNotFound(MeltwaterError):
-    """A file the table's metadata refers to does not exist."""
+from meltwater.planner.errors import NoSuchFileError
 
 
 class FileIO(Protocol):
@@ -77,11 +73,11 @@ class PyArrowFileIO:
         try:
             return fs.open_input_file(path)
         except FileNotFoundError:
-            raise FileNotFound(f"{location}: file not found") from None
+            raise NoSuchFileError(f"{location}: file not found") from None
         except OSError as error:
             message = str(error).lower()
             if "not found" in message or "no such file" in message:
-                raise FileNotFound(f"{location}: file not found") from None
+                raise NoSuchFileError(f"{location}: file not found") from None
             raise
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:

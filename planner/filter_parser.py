@@ -38,17 +38,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from meltwater.planner.expressions import (
-    FALSE,
-    TRUE,
-    Expression,
-    FilterError,
-    Op,
-    Predicate,
-    and_,
-    not_,
-    or_,
-)
+from meltwater.planner.errors import FilterError
+from meltwater.planner.expressions import FALSE, TRUE, Expression, Op, Predicate, and_, not_, or_
 from meltwater.planner.literals import EPOCH_DATE, parse_date, parse_timestamp
 
 _TOKEN = re.compile(r"""

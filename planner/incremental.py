@@ -29,8 +29,7 @@ from meltwater.planner.change_tasks import (
     DeletedRowsTask,
 )
 from meltwater.planner.delete_index import DeleteFileIndex, referenced_data_file
-from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.evaluators import FilterEvaluators
+from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
 from meltwater.planner.files import (
     DataFile,
@@ -40,22 +39,15 @@ from meltwater.planner.files import (
     ManifestEntry,
     ManifestFile,
 )
+from meltwater.planner.filter_evaluators import FilterEvaluators
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
-from meltwater.planner.metadata import Snapshot, SnapshotNotFound, Table, TableMetadata
+from meltwater.planner.metadata import Snapshot, Table, TableMetadata
 from meltwater.planner.tasks import DeleteFileRef
 
 log = logging.getLogger(__name__)
 
 NO_CHANGE_OPERATIONS = frozenset({"replace"})
-
-
-class InvalidRange(MeltwaterError):
-    """A change range whose ends do not form a valid (from, to] along one lineage."""
-
-
-class ExpiredSnapshots(InvalidRange):
-    """Part of the range's history has expired and can no longer be read."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +81,7 @@ def _check_to_sequence(metadata: TableMetadata, sequence: int, names: BoundNames
     current = metadata.current_snapshot
     head = current.sequence_number if current is not None else 0
     if sequence > head:
-        raise InvalidRange(f"{names.to_sequence} {sequence} is beyond the table's head "
+        raise InvalidRangeError(f"{names.to_sequence} {sequence} is beyond the table's head "
                            f"(sequence number {head}, snapshot "
                            f"{current.snapshot_id if current else None})")
 
@@ -123,7 +115,7 @@ def _check_bound(start_name: str, start: int | None, end_name: str, end: int | N
     else:
         return
     if start > limit:
-        raise InvalidRange(f"{start_name} {start} is later than {what}: the range's start "
+        raise InvalidRangeError(f"{start_name} {start} is later than {what}: the range's start "
                            "must not be after its end")
 
 
@@ -141,7 +133,7 @@ def _resolve_to(metadata: TableMetadata, snapshot_id: int | None, sequence: int 
                 names: BoundNames) -> Snapshot | None:
     given = [v for v in (snapshot_id, sequence, timestamp_ms, ref) if v is not None]
     if len(given) > 1:
-        raise InvalidRange("give the range's end once: snapshot id, sequence number, "
+        raise InvalidRangeError("give the range's end once: snapshot id, sequence number, "
                            "timestamp or ref")
     if snapshot_id is not None:
         return metadata.snapshot(snapshot_id)
@@ -155,12 +147,12 @@ def _resolve_to(metadata: TableMetadata, snapshot_id: int | None, sequence: int 
         _check_to_sequence(metadata, sequence, names)
         found = _snapshot_by_sequence(lineage, sequence)
         if found is None:
-            raise SnapshotNotFound(f"no snapshot at or before sequence number {sequence}")
+            raise NoSuchSnapshotError(f"no snapshot at or before sequence number {sequence}")
         return found
     if timestamp_ms is not None:
         found = _snapshot_by_time(lineage, timestamp_ms)
         if found is None:
-            raise SnapshotNotFound(f"no snapshot at or before {timestamp_ms} ms")
+            raise NoSuchSnapshotError(f"no snapshot at or before {timestamp_ms} ms")
         return found
     return current
 
@@ -176,7 +168,7 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
     `from` is exclusive: by snapshot id, by sequence number (changes committed with a
     greater one), by time (changes committed after it) or by ref. Missing `from` means the
     whole history; missing `to` the current snapshot. A start later than an explicit end,
-    or a `to_sequence` beyond the head, is refused (`InvalidRange`, naming the bounds as
+    or a `to_sequence` beyond the head, is refused (`InvalidRangeError`, naming the bounds as
     `names` says the caller calls them): every entry point (CLI, API, Spark) comes here.
     """
     metadata = table.metadata
@@ -193,7 +185,7 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
     given = [v for v in (from_snapshot_id, from_sequence, from_timestamp_ms, from_ref)
              if v is not None]
     if len(given) > 1:
-        raise InvalidRange("give the range's start once: snapshot id, sequence number, "
+        raise InvalidRangeError("give the range's start once: snapshot id, sequence number, "
                            "timestamp or ref")
     start: int | None = from_snapshot_id
     if from_ref is not None:
@@ -215,15 +207,15 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
         if oldest.parent_id is not None and oldest.parent_id != start:
             # the chain stops at an expired parent before reaching `from`
             if start is not None and start not in metadata.snapshots and not skip_expired:
-                raise ExpiredSnapshots(
+                raise ExpiredSnapshotsError(
                     f"snapshots between {start} and {to.snapshot_id} have expired (the "
                     f"oldest retained ancestor {oldest.snapshot_id} has parent "
                     f"{oldest.parent_id}, which is gone); start from {oldest.snapshot_id}")
             if start is not None and start in metadata.snapshots:
-                raise InvalidRange(f"snapshot {start} is not an ancestor of "
+                raise InvalidRangeError(f"snapshot {start} is not an ancestor of "
                                    f"{to.snapshot_id}")
             if not skip_expired:
-                raise ExpiredSnapshots(
+                raise ExpiredSnapshotsError(
                     f"the history before snapshot {oldest.snapshot_id} has expired (its "
                     f"parent {oldest.parent_id} is gone); start from {oldest.snapshot_id} "
                     "or opt in to skipping expired snapshots")
@@ -231,7 +223,7 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
             log.warning("skipping expired snapshots before %s (parent %s is gone)",
                         oldest.snapshot_id, oldest.parent_id)
         elif start is not None and oldest.parent_id is None:
-            raise InvalidRange(f"snapshot {start} is not an ancestor of {to.snapshot_id}")
+            raise InvalidRangeError(f"snapshot {start} is not an ancestor of {to.snapshot_id}")
     commits.reverse()
     return ChangeRange(start, to.snapshot_id, tuple(commits), tuple(expired))
 

@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 from meltwater.planner.delete_index import DeleteFileIndex
-from meltwater.planner.evaluators import FilterEvaluators
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression, Op, predicates, rewrite_not
 from meltwater.planner.files import EntryStatus, FileContent, ManifestEntry, ManifestFile
+from meltwater.planner.filter_evaluators import FilterEvaluators
 from meltwater.planner.manifests import ManifestReader
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import Schema

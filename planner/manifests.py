@@ -25,7 +25,8 @@ from typing import Any
 
 from meltwater.planner.avro_files import AvroFile
 from meltwater.planner.conversions import from_bytes
-from meltwater.planner.fileio import FileIO, FileNotFound
+from meltwater.planner.errors import CorruptMetadataError, NoSuchFileError, UnsupportedFeatureError
+from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import (
     DataFile,
     EntryStatus,
@@ -35,12 +36,7 @@ from meltwater.planner.files import (
     ManifestFile,
     PartitionFieldSummary,
 )
-from meltwater.planner.metadata import (
-    CorruptMetadata,
-    Snapshot,
-    TableMetadata,
-    UnsupportedFeature,
-)
+from meltwater.planner.metadata import Snapshot, TableMetadata
 from meltwater.planner.metric_maps import MetricMap
 from meltwater.planner.partitioning import PartitionSpec
 from meltwater.planner.types import LONG, STRING, IcebergType, PrimitiveType
@@ -114,12 +110,12 @@ def _counts(pairs: list[dict[str, Any]] | None) -> Mapping[int, int]:
 def _open_avro(io: FileIO, location: str, what: str):
     try:
         data = io.read_bytes(location)
-    except FileNotFound:
-        raise CorruptMetadata(f"{location}: {what} not found") from None
+    except NoSuchFileError:
+        raise CorruptMetadataError(f"{location}: {what} not found") from None
     try:
         return AvroFile(data)
     except Exception as error:  # fastavro raises several unrelated types on bad input
-        raise CorruptMetadata(f"{location}: not a readable Avro {what} ({error})") from None
+        raise CorruptMetadataError(f"{location}: not a readable Avro {what} ({error})") from error
 
 
 def read_manifest_list(io: FileIO, location: str, metadata: TableMetadata) -> list[ManifestFile]:
@@ -161,10 +157,10 @@ def read_manifest_list(io: FileIO, location: str, metadata: TableMetadata) -> li
                 partitions=partitions, key_metadata=rec.get("key_metadata"),
                 first_row_id=rec.get("first_row_id"),
             ))
-    except CorruptMetadata:
+    except CorruptMetadataError:
         raise
     except Exception as error:
-        raise CorruptMetadata(f"{location}: corrupt manifest list ({error})") from None
+        raise CorruptMetadataError(f"{location}: corrupt manifest list ({error})") from error
     return manifests
 
 
@@ -195,10 +191,10 @@ class _Entries:
         location = manifest.manifest_path
         spec = metadata.specs.get(manifest.partition_spec_id)
         if spec is None:
-            raise CorruptMetadata(f"{location}: partition spec {manifest.partition_spec_id} "
+            raise CorruptMetadataError(f"{location}: partition spec {manifest.partition_spec_id} "
                                   "is not in the table metadata")
         if manifest.key_metadata:
-            raise UnsupportedFeature(f"{location}: encrypted manifests are not supported")
+            raise UnsupportedFeatureError(f"{location}: encrypted manifests are not supported")
         self.spec = spec
         self.decoder = decoder
         self.location = location
@@ -222,7 +218,7 @@ class _Entries:
         if (content != FileContent.DATA) != self.holds_deletes:
             # The manifest list's label decides how a manifest is read: a delete file read
             # as data would come out as rows of nulls, data read as deletes would delete.
-            raise CorruptMetadata(
+            raise CorruptMetadataError(
                 f"{self.location}: listed as a {'delete' if self.holds_deletes else 'data'} "
                 f"manifest, but holds {content.name.lower().replace('_', ' ')} file "
                 f"{f['file_path']}")
@@ -271,10 +267,10 @@ def _read_manifest(io: FileIO, manifest: ManifestFile, metadata: TableMetadata,
     build = _Entries(manifest, metadata, decoder)
     try:
         return tuple(build.entry(rec) for rec in reader)
-    except (CorruptMetadata, UnsupportedFeature):
+    except (CorruptMetadataError, UnsupportedFeatureError):
         raise
     except Exception as error:
-        raise CorruptMetadata(f"{location}: corrupt manifest ({error!r})") from None
+        raise CorruptMetadataError(f"{location}: corrupt manifest ({error!r})") from error
 
 
 def _read_manifest_naming(io: FileIO, manifest: ManifestFile, metadata: TableMetadata,
@@ -300,10 +296,10 @@ def _read_manifest_naming(io: FileIO, manifest: ManifestFile, metadata: TableMet
             for rec in avro.records(count, data):
                 if rec["data_file"]["file_path"] in paths:
                     found.append(build.entry(rec))
-    except (CorruptMetadata, UnsupportedFeature):
+    except (CorruptMetadataError, UnsupportedFeatureError):
         raise
     except Exception as error:
-        raise CorruptMetadata(f"{location}: corrupt manifest ({error!r})") from None
+        raise CorruptMetadataError(f"{location}: corrupt manifest ({error!r})") from error
     return tuple(found)
 
 
@@ -387,7 +383,7 @@ class ManifestReader:
 
     def manifest_list(self, snapshot: Snapshot) -> list[ManifestFile]:
         if snapshot.manifest_list is None:
-            raise UnsupportedFeature(
+            raise UnsupportedFeatureError(
                 f"snapshot {snapshot.snapshot_id} lists manifests inline (format v1 without a "
                 "manifest list), which meltwater does not read")
         return read_manifest_list(self.io, snapshot.manifest_list, self.metadata)

@@ -16,8 +16,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.fileio import FileIO, FileNotFound, PyArrowFileIO
+from meltwater.planner.errors import (
+    CorruptMetadataError,
+    NoSuchFileError,
+    NoSuchSnapshotError,
+    NoSuchTableError,
+    UnsupportedFeatureError,
+)
+from meltwater.planner.fileio import FileIO, PyArrowFileIO
 from meltwater.planner.partitioning import (
     PartitionSpec,
     SortOrder,
@@ -28,22 +34,6 @@ from meltwater.planner.partitioning import (
 from meltwater.planner.types import IcebergType, Schema, child_fields, parse_schema
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
-
-
-class TableNotFound(MeltwaterError):
-    """No Iceberg table at the given location."""
-
-
-class CorruptMetadata(MeltwaterError):
-    """A metadata, manifest list or manifest file cannot be parsed."""
-
-
-class UnsupportedFeature(MeltwaterError):
-    """The table uses something meltwater does not read (yet); never silently skipped."""
-
-
-class SnapshotNotFound(MeltwaterError):
-    """A snapshot id, ref or timestamp names no snapshot of the table."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +107,7 @@ class TableMetadata:
         try:
             return self.snapshots[snapshot_id]
         except KeyError:
-            raise SnapshotNotFound(
+            raise NoSuchSnapshotError(
                 f"snapshot {snapshot_id} does not exist in table {self.location} "
                 "(expired or never committed)") from None
 
@@ -125,7 +115,7 @@ class TableMetadata:
         ref = self.refs.get(name)
         if ref is None:
             known = ", ".join(sorted(self.refs)) or "none"
-            raise SnapshotNotFound(f"table {self.location} has no branch or tag {name!r} "
+            raise NoSuchSnapshotError(f"table {self.location} has no branch or tag {name!r} "
                                    f"(refs: {known})")
         return self.snapshot(ref.snapshot_id)
 
@@ -136,7 +126,7 @@ class TableMetadata:
             if entry.timestamp_ms <= timestamp_ms:
                 found = entry.snapshot_id
         if found is None:
-            raise SnapshotNotFound(f"table {self.location} has no snapshot at or before "
+            raise NoSuchSnapshotError(f"table {self.location} has no snapshot at or before "
                                    f"{timestamp_ms} ms")
         return self.snapshot(found)
 
@@ -155,7 +145,7 @@ class TableMetadata:
             chain.append(snapshot)
             current = snapshot.parent_id
             if len(chain) > len(self.snapshots):  # parsed tables are checked already
-                raise CorruptMetadata(f"table {self.location}: the parent chain of snapshot "
+                raise CorruptMetadataError(f"table {self.location}: the parent chain of snapshot "
                                       f"{snapshot_id} loops back on itself")
         return chain
 
@@ -176,7 +166,7 @@ class TableMetadata:
 
 def _require(obj: dict[str, Any], key: str, where: str) -> Any:
     if key not in obj:
-        raise CorruptMetadata(f"{where}: missing required field {key!r}")
+        raise CorruptMetadataError(f"{where}: missing required field {key!r}")
     return obj[key]
 
 
@@ -190,7 +180,7 @@ def _check_lineage(snapshots: dict[int, Snapshot], where: str) -> None:
         current: int | None = start
         while current is not None and current in snapshots and current not in done:
             if current in on_path:
-                raise CorruptMetadata(f"{where}: the parent chain of snapshot {current} "
+                raise CorruptMetadataError(f"{where}: the parent chain of snapshot {current} "
                                       "loops back on itself (parent-snapshot-id cycle)")
             path.append(current)
             on_path.add(current)
@@ -206,27 +196,27 @@ def _check_refs(current: int | None, refs: dict[str, SnapshotRef],
     at which snapshot the table is at."""
     for ref in refs.values():
         if ref.snapshot_id not in snapshots:
-            raise CorruptMetadata(f"{where}: {ref.type} {ref.name!r} points at snapshot "
+            raise CorruptMetadataError(f"{where}: {ref.type} {ref.name!r} points at snapshot "
                                   f"{ref.snapshot_id}, which the table does not list")
     main = refs.get("main")
     if current is None and main is not None:
-        raise CorruptMetadata(f"{where}: current-snapshot-id is not set, but branch 'main' "
+        raise CorruptMetadataError(f"{where}: current-snapshot-id is not set, but branch 'main' "
                               f"points at snapshot {main.snapshot_id}")
     if current is not None and main is not None and main.snapshot_id != current:
-        raise CorruptMetadata(f"{where}: current-snapshot-id {current} does not match "
+        raise CorruptMetadataError(f"{where}: current-snapshot-id {current} does not match "
                               f"branch 'main' ({main.snapshot_id})")
     if current is not None and current not in snapshots:
-        raise CorruptMetadata(f"{where}: current-snapshot-id {current} is not in the "
+        raise CorruptMetadataError(f"{where}: current-snapshot-id {current} is not in the "
                               "table's snapshots")
 
 
 def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadata:
     """Table metadata from its parsed JSON; `where` names the file in errors."""
     if not isinstance(obj, dict):
-        raise CorruptMetadata(f"{where}: not a JSON object")
+        raise CorruptMetadataError(f"{where}: not a JSON object")
     version = _require(obj, "format-version", where)
     if version not in SUPPORTED_FORMAT_VERSIONS:
-        raise UnsupportedFeature(f"{where}: unsupported table format version {version} "
+        raise UnsupportedFeatureError(f"{where}: unsupported table format version {version} "
                                  f"(meltwater reads {SUPPORTED_FORMAT_VERSIONS})")
     try:
         if "schemas" in obj:
@@ -273,7 +263,7 @@ def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadat
             snapshots=snapshots, snapshot_log=log, refs=refs, next_row_id=obj.get("next-row-id"),
         )
     except (KeyError, TypeError, ValueError) as error:
-        raise CorruptMetadata(f"{where}: malformed table metadata ({error!r})") from None
+        raise CorruptMetadataError(f"{where}: malformed table metadata ({error!r})") from error
 
 
 _COMMITTED = re.compile(r"^(?:v(\d+)|(\d+)-(.+?))(?:\.gz)?\.metadata\.json$")
@@ -314,7 +304,7 @@ def _hinted_version(metadata_dir: str, io: FileIO) -> int | None:
         return None
     text = ""
     # deleted in between: Iceberg deletes the hint, then renames the new one in place
-    with contextlib.suppress(FileNotFound):
+    with contextlib.suppress(NoSuchFileError):
         text = io.read_bytes(hint).decode("utf-8", "replace").strip()
     return int(text) if text.isdigit() else None
 
@@ -327,7 +317,7 @@ def _newest_listed(location: str, metadata_dir: str, io: FileIO) -> str:
     versions = {p: metadata_file_version(p.rsplit("/", 1)[-1]) for p in names}
     committed = [p for p, version in versions.items() if version is not None]
     if not committed:
-        raise TableNotFound(f"{location}: not an Iceberg table (no metadata/*.metadata.json)")
+        raise NoSuchTableError(f"{location}: not an Iceberg table (no metadata/*.metadata.json)")
     return max(committed, key=lambda p: (versions[p], p))
 
 
@@ -354,7 +344,7 @@ def find_metadata_location(location: str, io: FileIO) -> str:
     else:
         hinted = _versioned_file(metadata_dir, version, io)
         if hinted is None:
-            raise CorruptMetadata(f"{metadata_dir}/version-hint.text names version "
+            raise CorruptMetadataError(f"{metadata_dir}/version-hint.text names version "
                                   f"{version}, but v{version}.metadata.json is missing")
         found = hinted
     assert version is not None
@@ -366,17 +356,17 @@ def find_metadata_location(location: str, io: FileIO) -> str:
 def read_metadata(metadata_location: str, io: FileIO) -> TableMetadata:
     try:
         raw = io.read_bytes(metadata_location)
-    except FileNotFound:
-        raise TableNotFound(f"{metadata_location}: metadata file not found") from None
+    except NoSuchFileError:
+        raise NoSuchTableError(f"{metadata_location}: metadata file not found") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as error:
-            raise CorruptMetadata(f"{metadata_location}: corrupt gzip ({error})") from None
+            raise CorruptMetadataError(f"{metadata_location}: corrupt gzip ({error})") from error
     try:
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
-        raise CorruptMetadata(f"{metadata_location}: not valid JSON ({error})") from None
+        raise CorruptMetadataError(f"{metadata_location}: not valid JSON ({error})") from error
     return parse_metadata(obj, metadata_location)
 
 
@@ -386,7 +376,7 @@ def resolve_snapshot(table: Table, snapshot_id: int | None = None, ref: str | No
     chosen = [name for name, value in (("snapshot id", snapshot_id), ("ref", ref),
                                        ("timestamp", as_of_ms)) if value is not None]
     if len(chosen) > 1:
-        raise SnapshotNotFound(f"choose one of snapshot id, ref and timestamp, not "
+        raise NoSuchSnapshotError(f"choose one of snapshot id, ref and timestamp, not "
                                f"{' and '.join(chosen)}")
     metadata = table.metadata
     if snapshot_id is not None:

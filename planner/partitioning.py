@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from meltwater.planner.errors import SchemaError
 from meltwater.planner.types import (
     DATE,
     INT,
@@ -18,7 +19,6 @@ from meltwater.planner.types import (
     NestedField,
     PrimitiveType,
     Schema,
-    SchemaError,
     StructType,
 )
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from meltwater.planner.conversions import decimal_from_unscaled, decimal_unscaled
+from meltwater.planner.errors import FilterError
 from meltwater.planner.evaluators import predicate_test
 from meltwater.planner.expressions import (
     FALSE,
@@ -46,7 +47,6 @@ from meltwater.planner.expressions import (
     And,
     BoundPredicate,
     Expression,
-    FilterError,
     Op,
     Or,
     Predicate,

@@ -29,11 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from meltwater.planner.errors import MeltwaterError
-
-
-class SchemaError(MeltwaterError):
-    """A schema, type or column reference is invalid."""
+from meltwater.planner.errors import SchemaError
 
 
 class IcebergType:

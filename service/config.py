@@ -182,9 +182,9 @@ def load_config(path: str | Path) -> ServiceConfig:
     except FileNotFoundError:
         raise ConfigError(f"{source}: no such file") from None
     except OSError as error:
-        raise ConfigError(f"{source}: cannot read ({error.strerror})") from None
+        raise ConfigError(f"{source}: cannot read ({error.strerror})") from error
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{source}: not valid TOML ({error})") from None
+        raise ConfigError(f"{source}: not valid TOML ({error})") from error
     return parse_config(document, source)
 
 
@@ -276,7 +276,7 @@ def _pipeline(source: str, index: int, entry: Any) -> PipelineConfig:
 
 def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) -> None:
     """The source's own option parser, run now so a bad option stops the service early."""
-    from meltwater.stream.spark_options import stream_read
+    from meltwater.stream.spark.options import stream_read
 
     try:
         stream_read({**options, "path": table})

@@ -5,7 +5,7 @@ Spark's batch ids restart from 0 with a new checkpoint, so a pipeline pointed at
 checkpoint must not find its new batches "already applied" under the old one's ids.
 
 **Schema changes.** A stream's columns are fixed when its query starts
-(`meltwater.stream.offsets`, "Schema changes"), and by default a column added later is
+(`meltwater.stream.watch.change_stream`, "Schema changes"), and by default a column added later is
 projected away: a mirror would silently lose it. So the service runs mirror pipelines with
 `schema-change=fail` (`MIRROR_SOURCE_OPTIONS`; a configuration asking otherwise is refused):
 the stream emits every commit before the change, then stops, and the service restarts the
@@ -24,8 +24,8 @@ from typing import Any
 
 from meltwater.planner.metadata import load_table
 from meltwater.service.config import PipelineConfig
-from meltwater.sinks.errors import SchemaChangeNotMirrored
-from meltwater.stream.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.sinks.errors import SchemaChangeNotMirroredError
+from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
 
 MIRROR_SINKS = ("sqlite", "postgres")
 MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
@@ -61,7 +61,7 @@ def stream_field_ids(table: str, columns: Sequence[str]) -> dict[str, int]:
     by_name = {f.name: f.field_id for f in schema.fields}
     data = [c for c in columns if c not in METADATA_COLUMNS and c not in LINEAGE_COLUMNS]
     if sorted(data) != sorted(by_name):
-        raise SchemaChangeNotMirrored(
+        raise SchemaChangeNotMirroredError(
             f"table {table} changed its schema while the mirror's query started (stream "
             f"columns {', '.join(data)}; table columns {', '.join(by_name)}): restarting")
     return {name: by_name[name] for name in data}

@@ -29,7 +29,7 @@ from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
 from meltwater.service.mirror_sink import MIRROR_SINKS, MIRROR_SOURCE_OPTIONS
 from meltwater.service.table_head import TableHead
-from meltwater.stream.query_start import start_query
+from meltwater.stream.spark.query_start import start_query
 
 log = logging.getLogger("meltwater.service")
 
@@ -251,9 +251,9 @@ class PipelineRun:
 
 def is_schema_change(error: BaseException) -> bool:
     """Whether a query stopped because its table's schema changed (`schema-change=fail`:
-    `meltwater.stream.offsets.SchemaChanged`, seen through Spark's exception text)."""
+    `meltwater.stream.errors.SchemaChangedError`, seen through Spark's exception text)."""
     text = str(getattr(error, "desc", None) or error)
-    return "SchemaChanged" in text and "changed its schema at snapshot" in text
+    return "SchemaChangedError" in text and "changed its schema at snapshot" in text
 
 
 def _first_line(error: BaseException) -> str:

@@ -68,14 +68,14 @@ def spark_session(config: ServiceConfig) -> Any:
     conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
             "spark.sql.streaming.stopTimeout": "60s"}
     if config.spark_master:
-        from meltwater.stream.spark_home import local_session
+        from meltwater.stream.spark.session import local_session
 
         conf["spark.sql.shuffle.partitions"] = "2"
         spark = local_session(config.spark_master, "meltwater", {**conf, **config.spark_conf})
     else:
         from pyspark.sql import SparkSession
 
-        from meltwater.stream.spark_source import register
+        from meltwater.stream.spark.source import register
 
         builder = SparkSession.builder.appName("meltwater")
         for key, value in {**conf, **config.spark_conf}.items():

@@ -12,7 +12,7 @@ import time
 
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.stream.watcher import SnapshotWatcher
+from meltwater.stream.watch.watcher import SnapshotWatcher
 
 
 class TableHead:

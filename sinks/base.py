@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from meltwater.sinks.errors import InvalidChanges, InvalidSinkUrl
+from meltwater.sinks.errors import InvalidChangesError, InvalidSinkUrlError
 
 # What `apply` accepts: one Arrow table or batch, a stream (`meltwater.stream.changes`), or
 # an iterable of batches. Spark DataFrames go through `meltwater.sinks.spark_writer`.
@@ -103,7 +103,7 @@ def open_sink(url: str, **options) -> Sink:
     scheme = urlsplit(url).scheme.lower()
     factory = _FACTORIES.get(scheme)
     if factory is None:
-        raise InvalidSinkUrl(f"no sink for URL scheme {scheme!r} in {redact_url(url)} "
+        raise InvalidSinkUrlError(f"no sink for URL scheme {scheme!r} in {redact_url(url)} "
                              f"(known: {', '.join(sink_schemes())})")
     return factory(url, **options)
 
@@ -127,6 +127,6 @@ def as_table(changes: ChangeInput) -> pa.Table:
         return changes.read_all()
     batches = list(changes)
     if not batches:
-        raise InvalidChanges("an empty iterable of batches has no schema: pass an empty "
+        raise InvalidChangesError("an empty iterable of batches has no schema: pass an empty "
                              "pa.Table or a RecordBatchReader instead")
     return pa.Table.from_batches(batches)

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from meltwater.sinks.base import redact_url
-from meltwater.sinks.errors import InvalidSinkUrl
+from meltwater.sinks.errors import InvalidSinkUrlError
 from meltwater.sinks.sql_schema import Column, Dialect
 
 SQLITE_SCHEMES = ("sqlite",)
@@ -73,7 +73,7 @@ def connect(url: str) -> Database:
         from meltwater.sinks.postgres_database import PostgresDatabase
 
         return PostgresDatabase(postgres_conninfo(url))
-    raise InvalidSinkUrl(f"{redact_url(url)} is not a database URL (use sqlite:///abs/path.db "
+    raise InvalidSinkUrlError(f"{redact_url(url)} is not a database URL (use sqlite:///abs/path.db "
                          "or postgresql://user@host:port/db)")
 
 
@@ -81,16 +81,16 @@ def sqlite_path(url: str) -> str:
     """The file path of a sqlite URL: its path, absolute; `:memory:` for memory."""
     parts = urlsplit(url)
     if parts.netloc:
-        raise InvalidSinkUrl(f"{url}: a sqlite URL has no host; write sqlite:///abs/path.db")
+        raise InvalidSinkUrlError(f"{url}: a sqlite URL has no host; write sqlite:///abs/path.db")
     if parts.query or parts.fragment:
-        raise InvalidSinkUrl(f"{url}: a sqlite URL takes no query or fragment")
+        raise InvalidSinkUrlError(f"{url}: a sqlite URL takes no query or fragment")
     path = unquote(parts.path)
     if path in ("/:memory:", ":memory:"):
         return ":memory:"
     if path.startswith("//"):  # sqlite:////abs/path.db, SQLAlchemy's absolute form
         path = path[1:]
     if not path.startswith("/") or path.endswith("/"):
-        raise InvalidSinkUrl(f"{url}: a sqlite URL names a database file by absolute path, "
+        raise InvalidSinkUrlError(f"{url}: a sqlite URL names a database file by absolute path, "
                              "e.g. sqlite:///var/lib/meltwater/orders.db")
     return path
 
@@ -101,7 +101,7 @@ def postgres_conninfo(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number
     except ValueError as e:
-        raise InvalidSinkUrl(f"{redact_url(url)}: {e}") from None
+        raise InvalidSinkUrlError(f"{redact_url(url)}: {e}") from None
     if "/" in parts.path.strip("/"):
-        raise InvalidSinkUrl(f"{redact_url(url)}: the path must be one database name")
+        raise InvalidSinkUrlError(f"{redact_url(url)}: the path must be one database name")
     return url

@@ -15,49 +15,49 @@ class SinkError(MeltwaterError):
     retryable = False
 
 
-class InvalidSinkUrl(SinkError):
+class InvalidSinkUrlError(SinkError):
     """A sink URL is malformed or names a scheme no sink handles."""
 
 
-class SinkUnavailable(SinkError):
+class SinkUnavailableError(SinkError):
     """The destination cannot be reached or is busy (connection refused or lost, locked)."""
 
     retryable = True
 
 
-class MissingKeyColumns(SinkError):
+class MissingKeyColumnsError(SinkError):
     """A mirror needs key columns: none were given and the table has no identifier fields."""
 
 
-class InvalidKeyColumn(SinkError):
+class InvalidKeyColumnError(SinkError):
     """A key column is unknown, nested, or of a type that cannot be a key (float, double)."""
 
 
-class NullKey(SinkError):
+class NullKeyError(SinkError):
     """A change row has a null in a key column, so it cannot be mirrored by key."""
 
 
-class DuplicateKey(SinkError):
+class DuplicateKeyError(SinkError):
     """Two live rows share one key: the table breaks the uniqueness the mirror needs."""
 
 
-class InvalidChanges(SinkError):
+class InvalidChangesError(SinkError):
     """A change batch lacks a change column or carries an unknown change type."""
 
 
-class UnsupportedType(SinkError):
+class UnsupportedTypeError(SinkError):
     """A column's Iceberg type has no mapping to the destination database."""
 
 
-class MirrorTableMismatch(SinkError):
+class MirrorTableMismatchError(SinkError):
     """The mirror table exists with a primary key other than the key columns."""
 
 
-class BatchMismatch(SinkError):
+class BatchMismatchError(SinkError):
     """A batch id the ledger already holds arrived with different contents."""
 
 
-class SchemaChangeNotMirrored(SinkError):
+class SchemaChangeNotMirroredError(SinkError):
     """An Iceberg schema change the mirror table cannot follow (the database refuses the
     DDL, a name is taken by a column the mirror does not own, a batch lacks a column its
     commit has); the message names the table and the column."""

@@ -28,7 +28,7 @@ storage classes need none). The DDL and the new record commit in the transaction
 batch that first carries the schema, with its rows and ledger entry (both databases have
 transactional DDL), so a crash leaves the old layout or the new one whole. A change the
 database cannot express, or a name held by a column the mirror does not own, fails the
-batch with `SchemaChangeNotMirrored` naming the column; nothing is ever left silently stale.
+batch with `SchemaChangeNotMirroredError` naming the column; nothing is ever left silently stale.
 A table created by older code has no record: the first open records it by matching its
 column names against the table's current schema (columns it cannot match are left alone
 and named in a warning).
@@ -46,8 +46,8 @@ metadata and row lineage columns are not mirrored.
 
 The position a batch records is its last commit's. A Spark micro-batch that ends inside a
 commit (read limits split a commit bigger than the limit) records that commit, though
-the rest of it comes in the next batch; `meltwater.stream.offsets` explains the splitting.
-"""
+the rest of it comes in the next batch; `meltwater.stream.watch.change_stream` explains the
+splitting. """
 
 from __future__ import annotations
 
@@ -64,14 +64,14 @@ from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, r
 from meltwater.sinks.column_record import ColumnRecord, RecordedColumn
 from meltwater.sinks.database import POSTGRES_SCHEMES, SQLITE_SCHEMES, connect
 from meltwater.sinks.errors import (
-    BatchMismatch,
-    InvalidChanges,
-    InvalidKeyColumn,
-    MirrorTableMismatch,
-    MissingKeyColumns,
-    SchemaChangeNotMirrored,
+    BatchMismatchError,
+    InvalidChangesError,
+    InvalidKeyColumnError,
+    MirrorTableMismatchError,
+    MissingKeyColumnsError,
+    SchemaChangeNotMirroredError,
     SinkError,
-    SinkUnavailable,
+    SinkUnavailableError,
 )
 from meltwater.sinks.ledger import Ledger, LedgerEntry
 from meltwater.sinks.net_effect import net_effect
@@ -83,8 +83,8 @@ from meltwater.sinks.sql_schema import (
     mirror_columns,
 )
 from meltwater.sinks.sql_values import conform
-from meltwater.stream.arrow_schema import FIELD_ID_KEY, to_arrow_type
-from meltwater.stream.change_schema import (
+from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY, to_arrow_type
+from meltwater.stream.engine.change_schema import (
     CHANGE_ORDINAL,
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,
@@ -241,7 +241,7 @@ class Mirror:
                              for fid in self._key_ids]
                 primary = self._db.primary_key(self.table)
                 if primary != set(key_names):
-                    raise MirrorTableMismatch(
+                    raise MirrorTableMismatchError(
                         f"mirror table {self.table} has primary key "
                         f"({', '.join(sorted(primary)) or 'none'}), not the key columns "
                         f"({', '.join(key_names)}); drop it or choose another table name")
@@ -253,14 +253,14 @@ class Mirror:
         names = self._key_names or [schema.column_name(fid)
                                     for fid in schema.identifier_field_ids]
         if not names:
-            raise MissingKeyColumns(
+            raise MissingKeyColumnsError(
                 f"{self._source_name} has no identifier fields and no key columns were given: "
                 "pass key_columns=[...] (or set the table's identifier fields, e.g. "
                 "ALTER TABLE ... SET IDENTIFIER FIELDS id)")
         by_name = {c.name: c for c in columns}
         for name in names:
             if name not in by_name:
-                raise InvalidKeyColumn(
+                raise InvalidKeyColumnError(
                     f"key column {name!r} is not a top-level column of {self._source_name} "
                     f"(columns: {', '.join(by_name)})")
             check_key_type(by_name[name], self._source_name)
@@ -288,10 +288,10 @@ class Mirror:
         for step in steps:
             try:
                 self._db.execute(step.sql)
-            except SinkUnavailable:
+            except SinkUnavailableError:
                 raise
             except SinkError as error:
-                raise SchemaChangeNotMirrored(
+                raise SchemaChangeNotMirroredError(
                     f"mirror table {self.table}: {self._db.dialect} cannot {step.action} "
                     f"column {step.column!r}: {error}") from None
 
@@ -314,7 +314,7 @@ class Mirror:
         mapped = self._match(batch, schema, what)
         missing_keys = [fid for fid in self._key_ids if fid not in mapped]
         if missing_keys:
-            raise InvalidChanges(f"{what} lacks key column "
+            raise InvalidChangesError(f"{what} lacks key column "
                                  f"{', '.join(self._key_name(f, schema) for f in missing_keys)}")
         columns = []
         for column in mirror_columns(schema, self._db.dialect):
@@ -322,7 +322,7 @@ class Mirror:
                 columns.append(column)
                 continue
             if batch.num_rows and self._current_schema().has_field(column.field_id):
-                raise SchemaChangeNotMirrored(
+                raise SchemaChangeNotMirroredError(
                     f"{what} lacks column {column.name!r} (field id {column.field_id}) of the "
                     f"schema it is in, which {self._source_name} still has: its stream "
                     "started before the column was added and would lose its values; "
@@ -339,8 +339,8 @@ class Mirror:
             try:
                 arrays.append(conform(array, column))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                raise InvalidChanges(f"{what}: column {column.name!r} of type {array.type} "
-                                     f"does not convert to {column.type}: {e}") from None
+                raise InvalidChangesError(f"{what}: column {column.name!r} of type {array.type} "
+                                     f"does not convert to {column.type}: {e}") from e
         kept = [name for name in _KEPT_METADATA if name in batch.column_names]
         prepared = pa.table(arrays + [batch.column(name) for name in kept],
                             names=[c.name for c in columns] + kept)
@@ -368,11 +368,11 @@ class Mirror:
             if field_id not in top_level:
                 continue  # added after the batch's commit, or dropped: not in its rows
             if field_id in mapped:
-                raise InvalidChanges(f"{what}: batch columns {field.name!r} and another both "
+                raise InvalidChangesError(f"{what}: batch columns {field.name!r} and another both "
                                      f"map to field id {field_id}")
             mapped[field_id] = batch.column(index)
         if unknown:
-            raise InvalidChanges(f"{what} has column(s) {', '.join(unknown)} that "
+            raise InvalidChangesError(f"{what} has column(s) {', '.join(unknown)} that "
                                  f"{self._source_name} does not have")
         return mapped
 
@@ -383,7 +383,7 @@ class Mirror:
                                _top_level_id(self._latest_schema(), name))
                if fid is not None}
         if len(ids) > 1:
-            raise SchemaChangeNotMirrored(
+            raise SchemaChangeNotMirroredError(
                 f"batch column {name!r} has no field id, and the name is field "
                 f"{' and '.join(map(str, sorted(ids)))} of {self._source_name} (dropped and "
                 "added again): give the batch field ids (meltwater.stream batches, or "
@@ -412,7 +412,7 @@ def _last_commit(batch: pa.Table) -> int | None:
 def _check_replay(done: LedgerEntry, rows: int, snapshot_id: int | None, what: str) -> None:
     """A replay must be the batch the ledger holds: same rows, up to the same commit."""
     if done.row_count != rows or (snapshot_id is not None and snapshot_id != done.snapshot_id):
-        raise BatchMismatch(
+        raise BatchMismatchError(
             f"{what} was applied with {done.row_count} change rows up to snapshot "
             f"{done.snapshot_id}, and now arrives with {rows} rows up to snapshot "
             f"{snapshot_id}: the stream's checkpoint and the ledger disagree (a stream "

@@ -16,7 +16,7 @@ sorted by key then commit order: id 1: INSERT a, UPDATE_BEFORE a, UPDATE_AFTER c
 
 A mirror by key needs keys to be unique among live rows. With unique keys a key's events
 alternate between leaving and arriving; two arrivals in a row mean the table held two rows
-with that key at once, and the batch is refused (`DuplicateKey`) rather than mirrored as
+with that key at once, and the batch is refused (`DuplicateKeyError`) rather than mirrored as
 one of them. Two departures in a row are harmless (the key ends absent either way).
 
 Memory: the batch is held whole plus a few index arrays of its length.
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.sinks.errors import DuplicateKey, InvalidChanges, NullKey
-from meltwater.stream.change_schema import (
+from meltwater.sinks.errors import DuplicateKeyError, InvalidChangesError, NullKeyError
+from meltwater.stream.engine.change_schema import (
     CANONICAL_NAMES,
     CHANGE_ORDINAL,
     CHANGE_TYPE,
@@ -99,7 +99,7 @@ def net_effect(changes: pa.Table, keys: Sequence[str], what: str = "batch") -> N
 def _require_columns(changes: pa.Table, needed: Sequence[str], what: str) -> None:
     missing = [c for c in needed if c not in changes.column_names]
     if missing:
-        raise InvalidChanges(f"{what} lacks column(s) {', '.join(missing)} "
+        raise InvalidChangesError(f"{what} lacks column(s) {', '.join(missing)} "
                              f"(columns: {', '.join(changes.column_names)})")
 
 
@@ -107,8 +107,8 @@ def _refuse_null_keys(changes: pa.Table, keys: Sequence[str], what: str) -> None
     for key in keys:
         nulls = changes.column(key).null_count
         if nulls:
-            raise NullKey(f"{what} has {nulls} change row(s) with a null in key column {key!r}; "
-                          "a mirror by key needs keys that are never null")
+            raise NullKeyError(f"{what} has {nulls} change row(s) with a null in key column "
+                               f"{key!r}; a mirror by key needs keys that are never null")
 
 
 def _arrives(changes: pa.Table, what: str) -> pa.ChunkedArray:
@@ -118,7 +118,7 @@ def _arrives(changes: pa.Table, what: str) -> pa.ChunkedArray:
     unknown = pc.invert(pc.or_(arriving, leaving))
     if pc.any(unknown).as_py():
         bad = pc.unique(pc.filter(types, unknown)).to_pylist()
-        raise InvalidChanges(f"{what} has unknown change type(s) {bad[:5]} in {CHANGE_TYPE} "
+        raise InvalidChangesError(f"{what} has unknown change type(s) {bad[:5]} in {CHANGE_TYPE} "
                              f"(expected {', '.join(ARRIVING + LEAVING)})")
     return arriving
 
@@ -149,6 +149,6 @@ def _raise_duplicate(by_key: pa.Table, keys: Sequence[str], row: int, what: str)
     key = {k: by_key.column(k)[row].as_py() for k in keys}
     snapshot = (by_key.column(COMMIT_SNAPSHOT_ID)[row].as_py()
                 if COMMIT_SNAPSHOT_ID in by_key.column_names else "?")
-    raise DuplicateKey(f"{what}: key {key} arrives twice without leaving in between (second "
+    raise DuplicateKeyError(f"{what}: key {key} arrives twice without leaving in between (second "
                        f"time in snapshot {snapshot}): the table holds two live rows with "
                        "that key; choose key columns that are unique")

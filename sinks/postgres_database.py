@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from meltwater.sinks.base import redact_url
-from meltwater.sinks.errors import InvalidSinkUrl, SinkError, SinkUnavailable
+from meltwater.sinks.errors import InvalidSinkUrlError, SinkError, SinkUnavailableError
 from meltwater.sinks.sql_schema import Column, quote, quote_table
 from meltwater.sinks.sql_values import postgres_text
 
@@ -44,9 +44,9 @@ class PostgresDatabase:
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.ProgrammingError as e:
-            raise InvalidSinkUrl(f"{self.where}: {_first_line(e)}") from e
+            raise InvalidSinkUrlError(f"{self.where}: {_first_line(e)}") from e
         except psycopg.Error as e:
-            raise SinkUnavailable(f"cannot connect to {self.where}: {_first_line(e)}") from e
+            raise SinkUnavailableError(f"cannot connect to {self.where}: {_first_line(e)}") from e
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -58,7 +58,7 @@ class PostgresDatabase:
         try:
             yield
         except psycopg.OperationalError as e:
-            raise SinkUnavailable(f"PostgreSQL {self.where}: {_first_line(e)}") from e
+            raise SinkUnavailableError(f"PostgreSQL {self.where}: {_first_line(e)}") from e
         except psycopg.Error as e:
             raise SinkError(f"PostgreSQL {self.where} refused: {_first_line(e)}") from e
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from meltwater.sinks.column_record import RecordedColumn
-from meltwater.sinks.errors import SchemaChangeNotMirrored
+from meltwater.sinks.errors import SchemaChangeNotMirroredError
 from meltwater.sinks.sql_schema import (
     Column,
     add_column_sql,
@@ -72,7 +72,7 @@ def plan_schema_change(table: str, recorded: dict[int, RecordedColumn],
     names = set(existing)
     for fid in key_ids:
         if fid in recorded and fid not in wanted:
-            raise SchemaChangeNotMirrored(
+            raise SchemaChangeNotMirroredError(
                 f"mirror table {table}: key column {recorded[fid].name!r} (field id {fid}) "
                 "was dropped from the Iceberg table; a mirror by key cannot follow")
 
@@ -111,7 +111,7 @@ def plan_schema_change(table: str, recorded: dict[int, RecordedColumn],
             plan.record[index] = RecordedColumn(column.field_id, column.name, old.sql_type)
             continue
         if not is_promotion(old.sql_type, column.sql_type):
-            raise SchemaChangeNotMirrored(
+            raise SchemaChangeNotMirroredError(
                 f"mirror table {table}: column {column.name!r} (field id {column.field_id}) "
                 f"changes type from {old.sql_type} to {column.sql_type}, which is not a "
                 "promotion the mirror can apply; recreate the mirror table")
@@ -144,7 +144,7 @@ def bootstrap(table: str, existing: dict[str, str],
 
 
 def _taken(table: str, column: Column, how: str) -> None:
-    raise SchemaChangeNotMirrored(
+    raise SchemaChangeNotMirroredError(
         f"mirror table {table}: field id {column.field_id} is to be {how} column "
         f"{column.name!r}, but a column the mirror does not own has that name (a dropped "
         "column kept by keep-dropped-columns, or one added by hand): rename or drop it")

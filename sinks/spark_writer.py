@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from meltwater.sinks.base import BatchResult, Sink
-from meltwater.stream.arrow_schema import FIELD_ID_KEY
+from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

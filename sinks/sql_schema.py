@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meltwater.planner.types import IcebergType, PrimitiveType, Schema
-from meltwater.sinks.errors import InvalidKeyColumn, UnsupportedType
+from meltwater.sinks.errors import InvalidKeyColumnError, UnsupportedTypeError
 
 Dialect = Literal["sqlite", "postgresql"]
 PG_NAME_BYTES = 63
@@ -87,7 +87,7 @@ def column_type(type_: IcebergType, dialect: Dialect, column: str = "?") -> str:
     if found is None:
         why = ("PostgreSQL timestamps have microseconds; mirror to SQLite or cast the column"
                if kind.endswith("_ns") else "no SQL mapping yet")
-        raise UnsupportedType(f"column {column!r} of type {type_} cannot be mirrored to "
+        raise UnsupportedTypeError(f"column {column!r} of type {type_} cannot be mirrored to "
                               f"{dialect}: {why}")
     return found
 
@@ -106,14 +106,14 @@ def check_key_type(column: Column, table: str) -> None:
     """Refuse key columns that cannot identify a row by equality (as Iceberg does)."""
     type_ = column.type
     if not isinstance(type_, PrimitiveType) or type_.kind in _KEY_REFUSED:
-        raise InvalidKeyColumn(f"column {column.name!r} of {table} has type {type_}, which "
+        raise InvalidKeyColumnError(f"column {column.name!r} of {table} has type {type_}, which "
                                "cannot be a key column (nested, float, double and unknown "
                                "values do not compare by equality)")
 
 
 def check_name(name: str, dialect: Dialect) -> None:
     if dialect == "postgresql" and len(name.encode()) > PG_NAME_BYTES:
-        raise UnsupportedType(f"name {name!r} is longer than PostgreSQL's {PG_NAME_BYTES} "
+        raise UnsupportedTypeError(f"name {name!r} is longer than PostgreSQL's {PG_NAME_BYTES} "
                               "bytes; the server would truncate it")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.sinks.errors import SinkError, SinkUnavailable
+from meltwater.sinks.errors import SinkError, SinkUnavailableError
 from meltwater.sinks.sql_schema import Column, quote, quote_table
 from meltwater.sinks.sql_values import sqlite_values
 
@@ -41,7 +41,7 @@ class SqliteDatabase:
             if path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as e:
-            raise SinkUnavailable(f"cannot open SQLite database {path}: {e}") from e
+            raise SinkUnavailableError(f"cannot open SQLite database {path}: {e}") from e
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -63,7 +63,7 @@ class SqliteDatabase:
         except sqlite3.OperationalError as e:
             if getattr(e, "sqlite_errorcode", None) == SQLITE_ERROR:  # a refused statement
                 raise SinkError(f"SQLite database {self.path} refused: {e}") from e
-            raise SinkUnavailable(f"SQLite database {self.path}: {e}") from e
+            raise SinkUnavailableError(f"SQLite database {self.path}: {e}") from e
         except sqlite3.Error as e:
             raise SinkError(f"SQLite database {self.path} refused: {e}") from e
 

@@ -1,7 +1,11 @@
-"""The engine: reads data files with pyarrow, applies deletes, reconstructs changes.
+"""Row and change streams from Iceberg tables: the engine, the watcher, the Spark source.
 
-Also hosts the Spark data source and the snapshot watcher; only the Spark adapter
-modules (`spark_*.py`) import pyspark.
+Three subpackages, each importing only those before it:
+
+- `engine/`: data and delete files in, Arrow batches of rows or changes out (decoding,
+  field-id projection, deletes, change reconstruction, output files);
+- `watch/`: following a table over time (the snapshot watcher, the change stream);
+- `spark/`: the `format("meltwater")` data source, the only code that imports pyspark.
 
 The Python API for users without Spark::
 
@@ -16,25 +20,25 @@ and on Spark (importing this package does not import pyspark; `register` does)::
     df = spark.read.format("meltwater").load("/warehouse/db/events")
 
 or, on one machine, a local session set up as meltwater's service runs one (its Python
-processes start from site-packages, not pyspark.zip: see `spark_home`)::
+processes start from site-packages, not pyspark.zip: see `spark.session`)::
 
     spark = meltwater.stream.local_session("local[2]")
 """
 
-from meltwater.stream.change_feed import ChangeFeed, change_feed, changes
-from meltwater.stream.scan import Plan, plan, read_plan, scan
+from meltwater.stream.engine.change_feed import ChangeFeed, change_feed, changes
+from meltwater.stream.engine.scan import Plan, plan, read_plan, scan
 
 
 def register(spark):
-    """Register the `meltwater` Spark data source in a session (see `spark_source`)."""
-    from meltwater.stream.spark_source import register as register_source
+    """Register the `meltwater` Spark data source in a session (see `spark.source`)."""
+    from meltwater.stream.spark.source import register as register_source
 
     return register_source(spark)
 
 
 def local_session(master: str = "local[2]", **kwargs):
-    """A local SparkSession with the source registered (see `spark_home.local_session`)."""
-    from meltwater.stream.spark_home import local_session as build
+    """A local SparkSession with the source registered (see `spark.session.local_session`)."""
+    from meltwater.stream.spark.session import local_session as build
 
     return build(master, **kwargs)
 

@@ -1,22 +1,45 @@
-"""Errors the engine raises while reading data and delete files.
-
-Each names the file and the problem in one line (see `meltwater.planner.errors`), so a
-corrupt delete file stops a scan with a message an operator can act on instead of a
-traceback from deep inside pyarrow or pyroaring.
+"""The stream layer's errors: files that cannot be read, output that cannot be written,
+options and streams that cannot go on. All are `MeltwaterError`s (one line, exit status 2).
 """
 
-from __future__ import annotations
-
-from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.errors import MeltwaterError, StreamError
 
 
-class UnreadableFile(MeltwaterError):
+class UnreadableFileError(MeltwaterError):
     """A data or delete file cannot be read as the format its manifest entry claims."""
 
 
-class CorruptDeleteFile(UnreadableFile):
+class CorruptDeleteFileError(UnreadableFileError):
     """A delete file (position, equality or deletion vector) is truncated or malformed."""
 
 
-class UnsupportedFeature(MeltwaterError):
-    """The table uses something this engine cannot read yet; never skipped silently."""
+class ChangeOutputError(MeltwaterError):
+    """Change rows that cannot be written as events (an unpaired update image)."""
+
+
+class OutputError(MeltwaterError):
+    """The requested output cannot be written (format, destination)."""
+
+
+class ChangeOptionError(MeltwaterError):
+    """A change-read option is invalid (unknown value, contradictory choices)."""
+
+
+class MissingIdentifierColumnError(MeltwaterError):
+    """Update pairing needs an identifier column that is not among the selected columns."""
+
+
+class OutputFileError(MeltwaterError):
+    """The output file cannot be created or put in place (a missing directory, rights)."""
+
+
+class SchemaChangedError(StreamError):
+    """The table's schema changed mid-stream and the stream was asked to stop."""
+
+
+class WatcherError(MeltwaterError):
+    """A watcher is used in a way it does not support (e.g. before `start()`)."""
+
+
+class OptionError(MeltwaterError):
+    """A Spark reader option is unknown in value or contradicts another option."""

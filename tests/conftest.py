@@ -67,7 +67,7 @@ def spark():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from meltwater.stream.spark_home import LOCAL_SESSION_CONF
+    from meltwater.stream.spark.session import LOCAL_SESSION_CONF
 
     session = (SparkSession.builder.master("local[2]").appName("meltwater-tests")
                .config(map=LOCAL_SESSION_CONF)  # as local_session: Unix domain sockets

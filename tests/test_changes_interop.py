@@ -18,7 +18,7 @@ import pytest
 
 import meltwater.stream
 from corpus.compare import _canonical, row_multiset
-from meltwater.planner.incremental import ExpiredSnapshots, InvalidRange
+from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError
 from meltwater.planner.metadata import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
@@ -201,7 +201,7 @@ def test_ranges_that_are_not_a_lineage_are_refused(corpus):
     table = load_table(scenario.location)
     branch_head = scenario.record["refs"]["audit"]["snapshot_id"]
     main_head = scenario.record["current_snapshot_id"]
-    with pytest.raises(InvalidRange, match=f"{branch_head} is not an ancestor of {main_head}"):
+    with pytest.raises(InvalidRangeError, match=f"{branch_head} is not an ancestor of {main_head}"):
         meltwater.stream.changes(table, from_snapshot_id=branch_head,
                                  to_snapshot_id=main_head)
 
@@ -210,9 +210,9 @@ def test_expired_history_is_an_error_or_skipped_on_request(corpus, caplog):
     scenario = corpus.scenarios["maintenance"]
     table = load_table(scenario.location)
     expired = [s.snapshot_id for s in scenario.snapshots if s.expired]
-    with pytest.raises(ExpiredSnapshots, match="expired"):
+    with pytest.raises(ExpiredSnapshotsError, match="expired"):
         meltwater.stream.changes(table, from_snapshot_id=expired[0])
-    with pytest.raises(ExpiredSnapshots, match="start from"):
+    with pytest.raises(ExpiredSnapshotsError, match="start from"):
         meltwater.stream.changes(table)
     rows = meltwater.stream.changes(table, skip_expired=True).read_all()
     assert rows.num_rows > 0

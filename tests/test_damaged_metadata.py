@@ -19,9 +19,10 @@ import fastavro
 import pytest
 
 import meltwater.stream
-from meltwater.planner.incremental import InvalidRange, resolve_range
-from meltwater.planner.metadata import CorruptMetadata, load_table
-from meltwater.stream.spark_options import change_read
+from meltwater.planner.errors import CorruptMetadataError, InvalidRangeError
+from meltwater.planner.incremental import resolve_range
+from meltwater.planner.metadata import load_table
+from meltwater.stream.spark.options import change_read
 
 MELTWATER = Path(sys.executable).parent / "meltwater"
 
@@ -85,7 +86,7 @@ def test_a_hint_naming_a_missing_version_is_refused(corpus, tmp_path):
     scenario = corpus.scenarios["mor_partitioned"]
     table = _copy(scenario, tmp_path)
     (table / "metadata" / "version-hint.text").write_text("9999")
-    with pytest.raises(CorruptMetadata, match=r"version-hint\.text names version 9999, but "
+    with pytest.raises(CorruptMetadataError, match=r"version-hint\.text names version 9999, but "
                                               r"v9999\.metadata\.json is missing"):
         load_table(str(table))
     _refused(_cli("snapshots", str(table)), "version 9999")
@@ -121,7 +122,7 @@ def test_refs_java_refuses_are_refused(corpus, tmp_path, damage):
     table = _copy(scenario, tmp_path)
     edit, message = DAMAGED_REFS[damage]
     path = _edit_current(table, edit)
-    with pytest.raises(CorruptMetadata, match=message) as error:
+    with pytest.raises(CorruptMetadataError, match=message) as error:
         load_table(str(table))
     assert path.name in str(error.value)
     line = _refused(_cli("changes", str(table), "--format", "jsonl"), path.name)
@@ -163,7 +164,7 @@ def test_a_delete_manifest_labelled_data_is_refused(corpus, tmp_path):
     table = _copy(corpus.scenarios["mor_partitioned"], tmp_path)
     snapshot_id, parent_id = _relabel_deletes_as_data(table, tmp_path)
     message = "listed as a data manifest, but holds position deletes file"
-    with pytest.raises(CorruptMetadata, match=message):
+    with pytest.raises(CorruptMetadataError, match=message):
         meltwater.stream.scan(str(table), snapshot_id=snapshot_id).read_all()
     _refused(_cli("scan", str(table), "--snapshot", str(snapshot_id), "--format", "jsonl"),
              message)
@@ -190,7 +191,7 @@ def test_a_parent_id_cycle_is_refused_not_walked_forever(corpus, tmp_path):
     scenario = corpus.scenarios["mor_partitioned"]
     table = _copy(scenario, tmp_path)
     path = _edit_current(table, _make_cycle)
-    with pytest.raises(CorruptMetadata, match="loops back on itself"):
+    with pytest.raises(CorruptMetadataError, match="loops back on itself"):
         load_table(str(table))
     for args in (["changes", str(table), "--format", "jsonl"],
                  ["watch", str(table), "--after", "1", "--poll"]):
@@ -224,15 +225,15 @@ def test_a_start_after_the_end_is_refused_naming_the_bounds(corpus):
     _refused(_cli("changes", scenario.location, "--from-timestamp", "yesterday"),
              "--from-timestamp 'yesterday'")
     # the Python API and the Spark options come to the same decision, in their words
-    with pytest.raises(InvalidRange, match=f"from_timestamp_ms {late} is later than "
+    with pytest.raises(InvalidRangeError, match=f"from_timestamp_ms {late} is later than "
                                            f"to_timestamp_ms {early}"):
         meltwater.stream.changes(scenario.location, from_timestamp_ms=int(late),
                                  to_timestamp_ms=int(early))
-    with pytest.raises(InvalidRange, match=f"to_sequence {head.sequence_number + 1} is "
+    with pytest.raises(InvalidRangeError, match=f"to_sequence {head.sequence_number + 1} is "
                                            "beyond the table's head"):
         meltwater.stream.changes(scenario.location, to_sequence=head.sequence_number + 1)
     kwargs = change_read({"start-timestamp": late, "end-timestamp": early}).kwargs
-    with pytest.raises(InvalidRange, match=f"start-timestamp/startingTimestamp {late} is "
+    with pytest.raises(InvalidRangeError, match=f"start-timestamp/startingTimestamp {late} is "
                                            f"later than end-timestamp/endingTimestamp"):
         meltwater.stream.change_feed(scenario.location, **kwargs)
     # a start after the head with no end given is a valid, empty range (nothing since)
@@ -253,8 +254,8 @@ def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_
     import pyarrow.parquet as pq
 
     from meltwater.planner.manifests import ManifestReader
-    from meltwater.stream.errors import UnreadableFile
-    from meltwater.stream.reader import read_data_file
+    from meltwater.stream.engine.reader import read_data_file
+    from meltwater.stream.errors import UnreadableFileError
 
     table = load_table(corpus.scenarios["cow_partitioned"].location)
     metadata = table.metadata
@@ -277,6 +278,6 @@ def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_
                                                          table.io)))
     assert rows_of(plain, "by-name.parquet").equals(expected)  # matched by name
     renamed = plain.rename_columns([f"c{i}" for i in range(plain.num_columns)])
-    with pytest.raises(UnreadableFile, match=r"foreign\.parquet: the file has no field ids "
+    with pytest.raises(UnreadableFileError, match=r"foreign\.parquet: the file has no field ids "
                                              r"and none of its columns \(c0"):
         rows_of(renamed, "foreign.parquet")

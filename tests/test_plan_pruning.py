@@ -18,7 +18,8 @@ import pyarrow as pa
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
-from meltwater.planner.fileio import FileNotFound, PyArrowFileIO
+from meltwater.planner.errors import NoSuchFileError
+from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.metadata import load_table
 
 
@@ -32,7 +33,7 @@ class UnavailableIO(PyArrowFileIO):
 
     def open_input(self, location: str):
         if location in self.unavailable:
-            raise FileNotFound(f"{location}: made unavailable by the test")
+            raise NoSuchFileError(f"{location}: made unavailable by the test")
         self.opened.append(location)
         return super().open_input(location)
 

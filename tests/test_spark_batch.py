@@ -44,14 +44,14 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
-from meltwater.stream.arrow_filter import to_arrow_filter
-from meltwater.stream.spark_batch import (
+from meltwater.stream.engine.arrow_filter import to_arrow_filter
+from meltwater.stream.spark.batch_reader import (
     ChangePartition,
     MeltwaterBatchReader,
     SnapshotPartition,
 )
-from meltwater.stream.spark_filters import translate, translate_filters
-from meltwater.stream.spark_source import MeltwaterDataSource, change_schema_for
+from meltwater.stream.spark.filters import translate, translate_filters
+from meltwater.stream.spark.source import MeltwaterDataSource, change_schema_for
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
@@ -209,7 +209,7 @@ def test_push_filters_logs_what_was_pushed_and_returned(corpus, caplog):
     reader = _reader({"path": scenario.location})
     supported = GreaterThan(("id",), 50)
     unsupported = StringEndsWith(("category",), "a")
-    with caplog.at_level(logging.INFO, logger="meltwater.stream.spark_batch"):
+    with caplog.at_level(logging.INFO, logger="meltwater.stream.spark.batch_reader"):
         returned = list(reader.pushFilters([supported, unsupported]))
         reader.partitions()
     assert returned == [unsupported] and returned[0] is unsupported
@@ -310,7 +310,7 @@ def test_bad_options_fail_with_meltwaters_message(spark, corpus, options, messag
 def test_missing_table_fails_with_meltwaters_message(spark, tmp_path):
     with pytest.raises(Exception) as raised:
         spark.read.format("meltwater").load(str(tmp_path / "nowhere")).collect()
-    assert "nowhere" in str(raised.value) and "TableNotFound" in str(raised.value)
+    assert "nowhere" in str(raised.value) and "NoSuchTableError" in str(raised.value)
 
 
 # -- partitions and schemas, without Spark jobs -------------------------------------------------
@@ -353,12 +353,17 @@ def test_change_schema_for_streams(corpus):
 
 
 def test_only_spark_modules_import_pyspark():
-    code = ("import sys, pkgutil, importlib, meltwater.stream as s\n"
+    """Importing any module of `stream.engine` or `stream.watch` (and the planner) leaves
+    pyspark unimported: only `stream.spark` touches Spark."""
+    code = ("import sys, pkgutil, importlib, meltwater.stream as s, meltwater.planner as p\n"
             "assert 'pyspark' not in sys.modules, 'meltwater.stream imports pyspark'\n"
-            "for m in pkgutil.iter_modules(s.__path__):\n"
-            "    if not m.name.startswith('spark_'):\n"
-            "        importlib.import_module('meltwater.stream.' + m.name)\n"
-            "assert 'pyspark' not in sys.modules, 'a non-Spark module imports pyspark'\n")
+            "names = [m.name for m in pkgutil.walk_packages(s.__path__, 'meltwater.stream.')\n"
+            "         if not m.name.startswith('meltwater.stream.spark')]\n"
+            "names += [m.name for m in pkgutil.iter_modules(p.__path__, 'meltwater.planner.')]\n"
+            "assert 'meltwater.stream.engine.reader' in names, names\n"
+            "for name in names:\n"
+            "    importlib.import_module(name)\n"
+            "    assert 'pyspark' not in sys.modules, name + ' imports pyspark'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -40,28 +40,27 @@ from pyspark.sql.streaming.datasource import (
 
 import meltwater.stream
 from corpus.compare import _canonical, assert_same_rows
+from meltwater.planner import micro_batch
 from meltwater.planner.commit_units import commit_units
-from meltwater.planner.incremental import ExpiredSnapshots, IncrementalPlanner
-from meltwater.planner.metadata import (
-    CorruptMetadata,
-    SnapshotNotFound,
-    TableNotFound,
-    load_table,
-)
-from meltwater.stream import offsets
-from meltwater.stream.offsets import (
-    Budget,
-    Cost,
+from meltwater.planner.errors import (
+    CorruptMetadataError,
+    ExpiredSnapshotsError,
+    NoSuchSnapshotError,
+    NoSuchTableError,
     OffsetError,
-    SchemaChanged,
     StreamError,
-    StreamOffset,
-    pack_parts,
-    task_cost,
 )
-from meltwater.stream.spark_options import OptionError, stream_read
-from meltwater.stream.spark_source import change_schema_for
-from meltwater.stream.spark_stream import ChangePartition, MeltwaterStreamReader, arrow_schema
+from meltwater.planner.incremental import IncrementalPlanner
+from meltwater.planner.metadata import load_table
+from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
+from meltwater.stream.errors import OptionError, SchemaChangedError
+from meltwater.stream.spark.options import stream_read
+from meltwater.stream.spark.source import change_schema_for
+from meltwater.stream.spark.stream_reader import (
+    ChangePartition,
+    MeltwaterStreamReader,
+    arrow_schema,
+)
 
 pytestmark = pytest.mark.corpus
 
@@ -335,7 +334,7 @@ def test_partitions_are_balanced_in_order(corpus, monkeypatch):
     partition per core, none heavier than its fair share by more than one part (filling in
     order used to leave a last partition of one small commit). The corpus is far below the
     4 MB open-file cost under which a micro-batch is not spread, so that floor is lowered."""
-    monkeypatch.setattr(offsets, "_OPEN_FILE_COST", 1)
+    monkeypatch.setattr(micro_batch, "DEFAULT_OPEN_FILE_COST", 1)
     location = corpus.scenarios["random_mix"].location
     reader = _reader(location)
     start = _json(reader.initialOffset())
@@ -443,13 +442,13 @@ def test_expired_snapshots_fail_or_are_skipped(corpus, caplog):
     expired = [s.snapshot_id for s in scenario.snapshots if s.expired]
     retained = [s for s in scenario.snapshots if not s.expired]
     gone = load_table(location).metadata.snapshot(retained[0].snapshot_id).parent_id
-    with pytest.raises(SnapshotNotFound, match=str(expired[2])):
+    with pytest.raises(NoSuchSnapshotError, match=str(expired[2])):
         _reader(location, **{"start-snapshot-id": expired[2]}).initialOffset()
-    with pytest.raises(ExpiredSnapshots, match=rf"between {expired[2]} and "):  # schema()
+    with pytest.raises(ExpiredSnapshotsError, match=rf"between {expired[2]} and "):  # schema()
         change_schema_for({"path": location, "start-snapshot-id": str(expired[2])})
     # a checkpoint whose offset predates the expiry
     behind = StreamOffset(expired[2], 0, True, False, 2).to_json()
-    with pytest.raises(ExpiredSnapshots, match=rf"after snapshot {expired[2]} up to "
+    with pytest.raises(ExpiredSnapshotsError, match=rf"after snapshot {expired[2]} up to "
                                                rf"{gone} have expired.*skip-expired"):
         _drain(_reader(location), start=behind)
     with caplog.at_level(logging.WARNING):
@@ -504,7 +503,7 @@ def test_schema_change_projected_away_or_stops(corpus, tmp_path, caplog):
 
     end = _json(failing.latestOffset(starts[1], ReadAllAvailable()))
     assert end["snapshot_id"] == snapshots[0].snapshot_id and end["complete"]
-    with pytest.raises(SchemaChanged, match=rf"at snapshot {snapshots[1].snapshot_id} "
+    with pytest.raises(SchemaChangedError, match=rf"at snapshot {snapshots[1].snapshot_id} "
                                             r"\(columns added: note\).*restart the query"):
         failing.latestOffset(end, ReadAllAvailable())
 
@@ -521,11 +520,11 @@ def test_vanished_table_and_corrupt_metadata_keep_the_offset(corpus, tmp_path):
     bad.write_text("{not json")
     (Path(location) / "metadata" / "version-hint.text").write_text("999")
     _seen(reader)
-    with pytest.raises(CorruptMetadata, match=r"v999\.metadata\.json"):
+    with pytest.raises(CorruptMetadataError, match=r"v999\.metadata\.json"):
         reader.latestOffset(offset, ReadAllAvailable())
     shutil.rmtree(location)
     _seen(reader)
-    with pytest.raises(TableNotFound, match=r"vanished.*restart"):
+    with pytest.raises(NoSuchTableError, match=r"vanished.*restart"):
         reader.latestOffset(offset, ReadAllAvailable())
     # the offset Spark holds is still good once the table is back
     location2, versions = _copy_metadata(scenario, tmp_path / "back")

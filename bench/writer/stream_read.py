@@ -45,7 +45,7 @@ def spark_session(engine: str, jars: str | None) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if engine == "meltwater":  # as meltwater.stream.local_session sets a local Spark up
-        from meltwater.stream.spark_home import use_local_spark_home
+        from meltwater.stream.spark.session import use_local_spark_home
 
         use_local_spark_home("local[2]")
     from pyspark.sql import SparkSession
@@ -63,7 +63,7 @@ def spark_session(engine: str, jars: str | None) -> Any:
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
     )
     if engine == "meltwater":
-        from meltwater.stream.spark_home import LOCAL_SESSION_CONF
+        from meltwater.stream.spark.session import LOCAL_SESSION_CONF
 
         builder = builder.config(map=LOCAL_SESSION_CONF)
     if engine == "iceberg":

@@ -7,7 +7,8 @@ from io import BytesIO
 import fastavro
 import pytest
 
-from meltwater.planner.avro_files import AvroFile, CorruptAvro
+from meltwater.planner.avro_files import AvroFile
+from meltwater.planner.errors import CorruptAvroError
 
 SCHEMA = {"type": "record", "name": "entry", "fields": [
     {"name": "status", "type": "int"},
@@ -58,9 +59,9 @@ def test_a_block_is_searched_before_it_is_decoded():
 def test_empty_file_and_corrupt_files():
     assert list(AvroFile(_file([], "deflate"))) == []
     data = _file(_records(50), "deflate")
-    with pytest.raises(CorruptAvro, match="magic"):
+    with pytest.raises(CorruptAvroError, match="magic"):
         AvroFile(b"Obj\x02" + data[4:])
-    with pytest.raises(CorruptAvro):
+    with pytest.raises(CorruptAvroError):
         list(AvroFile(data[:-3]))
-    with pytest.raises(CorruptAvro, match="sync"):
+    with pytest.raises(CorruptAvroError, match="sync"):
         list(AvroFile(data[:-1] + bytes([data[-1] ^ 1])))

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meltwater.planner.errors import FilterError
 from meltwater.planner.evaluators import (
-    FilterEvaluators,
     InclusiveMetricsEvaluator,
     ManifestEvaluator,
     PartitionEvaluator,
@@ -20,7 +20,6 @@ from meltwater.planner.expressions import (
     FALSE,
     TRUE,
     BoundPredicate,
-    FilterError,
     Not,
     Op,
     Predicate,
@@ -36,6 +35,7 @@ from meltwater.planner.files import (
     ManifestFile,
     PartitionFieldSummary,
 )
+from meltwater.planner.filter_evaluators import FilterEvaluators, manifest_evaluator
 from meltwater.planner.literals import to_internal
 from meltwater.planner.partitioning import PartitionField, PartitionSpec
 from meltwater.planner.types import (
@@ -262,7 +262,7 @@ NUM = summary(1.0, 2.0, contains_nan=False)
 
 
 def manifest_may_match(expr, *summaries):
-    return ManifestEvaluator.for_row_filter(SPEC, SCHEMA, expr).may_match(manifest(*summaries))
+    return manifest_evaluator(SPEC, SCHEMA, expr).may_match(manifest(*summaries))
 
 
 @pytest.mark.parametrize(("expr", "expected"), [
@@ -295,13 +295,13 @@ def test_manifest_summaries(expr, expected):
 
 
 def test_manifest_without_summaries_may_match():
-    evaluator = ManifestEvaluator.for_row_filter(SPEC, SCHEMA, P(Op.EQ, "data", "zzz"))
+    evaluator = manifest_evaluator(SPEC, SCHEMA, P(Op.EQ, "data", "zzz"))
     assert evaluator.may_match(manifest())
 
 
 def test_manifest_null_and_nan_summaries():
     all_null = summary(contains_null=True)
-    evaluator = lambda expr: ManifestEvaluator.for_row_filter(SPEC, SCHEMA, expr)  # noqa: E731
+    evaluator = lambda expr: manifest_evaluator(SPEC, SCHEMA, expr)  # noqa: E731
     m = manifest(JAN, all_null, summary(contains_null=True, contains_nan=False))
     assert not evaluator(P(Op.NOT_NULL, "data")).may_match(m)
     assert evaluator(P(Op.IS_NULL, "data")).may_match(m)
@@ -322,13 +322,13 @@ def test_manifest_null_and_nan_summaries():
 
 def test_manifest_summary_without_bounds_or_flags_is_unknown_not_empty():
     m = manifest(summary(), STR, NUM)
-    assert ManifestEvaluator.for_row_filter(SPEC, SCHEMA, P(Op.EQ, "ts", "2024-01-01T00:00:00")
+    assert manifest_evaluator(SPEC, SCHEMA, P(Op.EQ, "ts", "2024-01-01T00:00:00")
                                             ).may_match(m)
 
 
 def test_manifest_not_starts_with_needs_both_bounds_in_prefix():
     m = manifest(JAN, summary("cab", "cat"), NUM)
-    evaluator = lambda expr: ManifestEvaluator.for_row_filter(SPEC, SCHEMA, expr)  # noqa: E731
+    evaluator = lambda expr: manifest_evaluator(SPEC, SCHEMA, expr)  # noqa: E731
     assert not evaluator(P(Op.NOT_STARTS_WITH, "data", "ca")).may_match(m)
     assert evaluator(P(Op.NOT_STARTS_WITH, "data", "cab")).may_match(m)
     with_null = manifest(JAN, summary("cab", "cat", contains_null=True), NUM)

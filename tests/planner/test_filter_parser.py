@@ -7,17 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from meltwater.planner.expressions import (
-    FALSE,
-    TRUE,
-    FilterError,
-    Op,
-    Predicate,
-    and_,
-    bind,
-    not_,
-    or_,
-)
+from meltwater.planner.errors import FilterError
+from meltwater.planner.expressions import FALSE, TRUE, Op, Predicate, and_, bind, not_, or_
 from meltwater.planner.filter_parser import parse_filter, tokenize
 from meltwater.planner.types import (
     DOUBLE,

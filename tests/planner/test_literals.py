@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meltwater.planner.expressions import FilterError, Op, Predicate, bind
+from meltwater.planner.errors import FilterError
+from meltwater.planner.expressions import Op, Predicate, bind
 from meltwater.planner.literals import to_internal, to_python, to_string
 from meltwater.planner.types import (
     BINARY,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from meltwater.planner.errors import CorruptMetadataError
 from meltwater.planner.files import EntryStatus, FileContent, ManifestContent
 from meltwater.planner.manifests import ManifestCache, ManifestReader, live_entries
-from meltwater.planner.metadata import CorruptMetadata, load_table
+from meltwater.planner.metadata import load_table
 
 
 def _live(reader, snapshot):
@@ -114,9 +115,9 @@ def test_corrupt_and_missing_manifests_name_the_file(corpus, tmp_path):
     broken.write_bytes(Path(manifest.manifest_path).read_bytes()[:100])
     from dataclasses import replace
 
-    with pytest.raises(CorruptMetadata, match=r"broken\.avro"):
+    with pytest.raises(CorruptMetadataError, match=r"broken\.avro"):
         reader.entries(replace(manifest, manifest_path=str(broken)))
-    with pytest.raises(CorruptMetadata, match=r"missing\.avro: manifest not found"):
+    with pytest.raises(CorruptMetadataError, match=r"missing\.avro: manifest not found"):
         reader.entries(replace(manifest, manifest_path=str(tmp_path / "missing.avro")))
 
 

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from meltwater.planner.metadata import (
-    CorruptMetadata,
-    SnapshotNotFound,
-    TableNotFound,
-    UnsupportedFeature,
-    load_table,
-    resolve_snapshot,
+from meltwater.planner.errors import (
+    CorruptMetadataError,
+    NoSuchSnapshotError,
+    NoSuchTableError,
+    UnsupportedFeatureError,
 )
+from meltwater.planner.metadata import load_table, resolve_snapshot
 
 
 def test_loads_every_scenario_from_its_directory_via_version_hint(corpus):
@@ -80,7 +79,7 @@ def test_newest_metadata_file_is_never_a_writers_temporary_file(corpus, tmp_path
     (copy / "metadata" / "9f0e1d2c-3b4a-4c5d-8e6f-708192a3b4c5.gz.metadata.json").write_text("")
     assert Path(load_table(str(copy)).metadata_location).name == newest.name
     (copy / "metadata" / newest.name).unlink()
-    with pytest.raises(TableNotFound, match="not an Iceberg table"):
+    with pytest.raises(NoSuchTableError, match="not an Iceberg table"):
         load_table(str(copy))
     catalog = copy / "metadata" / "00007-1b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9.metadata.json"
     shutil.copy(newest, catalog)  # other catalogs' names: <NNNNN>-<uuid>.metadata.json
@@ -90,12 +89,13 @@ def test_newest_metadata_file_is_never_a_writers_temporary_file(corpus, tmp_path
 def test_version_hint_deleted_between_exists_and_read(corpus, tmp_path):
     """Iceberg deletes version-hint.text before renaming the new one in: a reader that saw
     it exist may find it gone, and then lists the metadata files instead of failing."""
-    from meltwater.planner.fileio import FileNotFound, PyArrowFileIO
+    from meltwater.planner.errors import NoSuchFileError
+    from meltwater.planner.fileio import PyArrowFileIO
 
     class HintVanishes(PyArrowFileIO):
         def read_bytes(self, location, offset=0, length=None):
             if location.endswith("version-hint.text"):
-                raise FileNotFound(f"{location}: file not found")
+                raise NoSuchFileError(f"{location}: file not found")
             return super().read_bytes(location, offset, length)
 
     scenario = corpus.scenarios["format_v1"]
@@ -122,29 +122,29 @@ def test_refs_and_time_travel_resolution(corpus):
     assert branch.snapshot_id == scenario.record["refs"]["audit"]["snapshot_id"]
     third = scenario.snapshots[2]
     assert resolve_snapshot(table, as_of_ms=third.timestamp_ms).snapshot_id == third.snapshot_id
-    with pytest.raises(SnapshotNotFound, match="no branch or tag 'nope'"):
+    with pytest.raises(NoSuchSnapshotError, match="no branch or tag 'nope'"):
         resolve_snapshot(table, ref="nope")
-    with pytest.raises(SnapshotNotFound, match="snapshot 42 does not exist"):
+    with pytest.raises(NoSuchSnapshotError, match="snapshot 42 does not exist"):
         resolve_snapshot(table, snapshot_id=42)
-    with pytest.raises(SnapshotNotFound, match="no snapshot at or before"):
+    with pytest.raises(NoSuchSnapshotError, match="no snapshot at or before"):
         resolve_snapshot(table, as_of_ms=1)
 
 
 def test_bad_tables_fail_with_one_clear_line(tmp_path, corpus):
-    with pytest.raises(TableNotFound, match="not an Iceberg table"):
+    with pytest.raises(NoSuchTableError, match="not an Iceberg table"):
         load_table(str(tmp_path))
     bad = tmp_path / "bad"
     (bad / "metadata").mkdir(parents=True)
     (bad / "metadata" / "v1.metadata.json").write_text("{not json")
-    with pytest.raises(CorruptMetadata, match=r"v1\.metadata\.json: not valid JSON"):
+    with pytest.raises(CorruptMetadataError, match=r"v1\.metadata\.json: not valid JSON"):
         load_table(str(bad))
     source = json.loads(Path(corpus.scenarios["format_v1"].metadata_location).read_text())
     source["format-version"] = 9
     (bad / "metadata" / "v2.metadata.json").write_text(json.dumps(source))
-    with pytest.raises(UnsupportedFeature, match="unsupported table format version 9"):
+    with pytest.raises(UnsupportedFeatureError, match="unsupported table format version 9"):
         load_table(str(bad))
     del source["location"]
     source["format-version"] = 2
     (bad / "metadata" / "v3.metadata.json").write_text(json.dumps(source))
-    with pytest.raises(CorruptMetadata, match="missing required field 'location'"):
+    with pytest.raises(CorruptMetadataError, match="missing required field 'location'"):
         load_table(str(bad))

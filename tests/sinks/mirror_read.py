@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from meltwater.planner.types import IcebergType, ListType, MapType, Schema, StructType
 from meltwater.sinks.database import sqlite_path
-from meltwater.stream.arrow_schema import to_arrow_type
+from meltwater.stream.engine.arrow_schema import to_arrow_type
 
 _FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 

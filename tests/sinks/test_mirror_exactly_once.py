@@ -18,7 +18,7 @@ import meltwater.stream
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
 from meltwater.sinks import Mirror
-from meltwater.sinks.errors import BatchMismatch, InvalidChanges, NullKey
+from meltwater.sinks.errors import BatchMismatchError, InvalidChangesError, NullKeyError
 from meltwater.sinks.ledger import Ledger
 
 pytestmark = pytest.mark.corpus
@@ -67,7 +67,7 @@ def test_a_replay_with_other_rows_is_refused(database, table):
     scenario, _, _, batches = table
     with Mirror(database, table=NAME, source=scenario.location) as mirror:
         mirror.apply(0, batches[0])
-        with pytest.raises(BatchMismatch, match=r"batch 0 of pipeline 'equality_deletes' was "
+        with pytest.raises(BatchMismatchError, match=r"batch 0 of pipeline 'equality_deletes' was "
                                                 r"applied with 24 change rows .* new pipeline"):
             mirror.apply(0, batches[1])
 
@@ -152,10 +152,10 @@ def test_a_refused_batch_applies_nothing(database, table):
         ids = batches[1].column("id").to_pylist()
         nulled = batches[1].set_column(batches[1].column_names.index("id"), "id",
                                        pa.array([None, *ids[1:]], pa.int32()))
-        with pytest.raises(NullKey, match="batch 1 of pipeline 'equality_deletes' has 1 "
+        with pytest.raises(NullKeyError, match="batch 1 of pipeline 'equality_deletes' has 1 "
                                           "change row"):
             mirror.apply(1, nulled)
-        with pytest.raises(InvalidChanges, match="lacks key column 'id'"):
+        with pytest.raises(InvalidChangesError, match="lacks key column 'id'"):
             mirror.apply(1, batches[1].drop_columns(["id"]))
         assert state(database, metadata) == before
 

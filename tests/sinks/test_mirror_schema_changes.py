@@ -22,7 +22,7 @@ from meltwater.planner.metadata import load_table
 from meltwater.planner.types import INT, LONG, STRING, NestedField, Schema
 from meltwater.sinks import Mirror
 from meltwater.sinks.database import sqlite_path
-from meltwater.sinks.errors import NullKey, SchemaChangeNotMirrored
+from meltwater.sinks.errors import NullKeyError, SchemaChangeNotMirroredError
 
 ID = NestedField(1, "id", LONG, required=True)
 
@@ -118,9 +118,9 @@ def test_keep_dropped_columns_keeps_it_warns_and_refuses_to_reuse_its_name(datab
     assert "column extra was dropped from the given schema (id 1) and is kept" in caplog.text
     assert sorted(fetch(database, 'SELECT id, extra FROM "t"')) == [(1, "x"), (2, None)]
     with Mirror(database, table="t", source=v3, keep_dropped_columns=True) as mirror, \
-            pytest.raises(SchemaChangeNotMirrored, match=r"mirror table t: field id 3 is to be "
-                                                         r"added as column 'extra', but a "
-                                                         r"column the mirror does not own"):
+            pytest.raises(SchemaChangeNotMirroredError,
+                          match=r"mirror table t: field id 3 is to be added as column 'extra', "
+                                r"but a column the mirror does not own"):
         mirror.apply(2, inserts([{"id": 3, "extra": 1}], 2))
 
 
@@ -143,7 +143,7 @@ def test_the_ddl_rolls_back_with_a_batch_that_fails(database):
     with Mirror(database, table="t", source=v1) as mirror:
         mirror.apply(0, inserts([{"id": 1, "data": "a"}]))
     with Mirror(database, table="t", source=v2) as mirror:
-        with pytest.raises(NullKey):
+        with pytest.raises(NullKeyError):
             mirror.apply(1, inserts([{"id": None, "payload": "b", "note": "n"}], 1))
         assert names(database) == ["id", "data"]
         assert fetch(database, "SELECT column_name FROM meltwater_columns "
@@ -181,7 +181,7 @@ def test_ddl_the_database_refuses_fails_with_one_line_naming_the_column(database
         mirror.apply(0, inserts([{"id": 1, "extra": "x"}]))
     _execute(database, "CREATE VIEW v AS SELECT extra FROM t")  # unquoted: no SQLite fallback
     with Mirror(database, table="t", source=v2) as mirror:
-        with pytest.raises(SchemaChangeNotMirrored,
+        with pytest.raises(SchemaChangeNotMirroredError,
                            match=r"^mirror table t: (sqlite|postgresql) cannot drop column "
                                  r"'extra': [^\n]*$"):
             mirror.apply(1, inserts([{"id": 2}], 1))
@@ -212,7 +212,7 @@ def test_a_batch_lacking_a_column_its_commit_has_is_refused(corpus, sqlite_datab
     at = _first_with(metadata, main, "note")
     batch = meltwater.stream.changes(scenario.location, to_snapshot_id=main[at]).read_all()
     with Mirror(sqlite_database, table="e", source=scenario.location) as mirror, \
-            pytest.raises(SchemaChangeNotMirrored, match=r"lacks column 'note' \(field id 5\)"
+            pytest.raises(SchemaChangeNotMirroredError, match=r"lacks column 'note' \(field id 5\)"
                                                          r".*restart the stream"):
         mirror.apply(0, batch.drop_columns(["note"]))
 
@@ -227,7 +227,7 @@ def test_a_name_without_field_id_that_two_ids_had_is_refused(corpus, sqlite_data
     batch = meltwater.stream.changes(scenario.location, to_snapshot_id=main[1]).read_all()
     spark_like = pa.table({n: batch.column(n) for n in batch.column_names})  # no field ids
     with Mirror(sqlite_database, table="e", source=scenario.location) as mirror, \
-            pytest.raises(SchemaChangeNotMirrored, match=r"batch column 'extra' has no field "
+            pytest.raises(SchemaChangeNotMirroredError, match=r"batch column 'extra' has no field "
                                                          r"id, and the name is field 4 and 6"):
         mirror.apply(0, spark_like)
     with Mirror(sqlite_database, table="e", source=scenario.location) as mirror:

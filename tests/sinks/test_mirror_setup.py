@@ -16,12 +16,12 @@ from meltwater.planner.types import INT, LONG, STRING, NestedField, PrimitiveTyp
 from meltwater.sinks import Mirror, Sink, open_sink, sink_schemes
 from meltwater.sinks.database import sqlite_path
 from meltwater.sinks.errors import (
-    InvalidChanges,
-    InvalidKeyColumn,
-    InvalidSinkUrl,
-    MirrorTableMismatch,
-    MissingKeyColumns,
-    SinkUnavailable,
+    InvalidChangesError,
+    InvalidKeyColumnError,
+    InvalidSinkUrlError,
+    MirrorTableMismatchError,
+    MissingKeyColumnsError,
+    SinkUnavailableError,
 )
 
 V1 = Schema((NestedField(1, "id", LONG, required=True), NestedField(2, "name", STRING)),
@@ -41,19 +41,20 @@ def test_sqlite_urls():
     assert sqlite_path("sqlite:///:memory:") == ":memory:"
     for bad, why in [("sqlite://host/m.db", "has no host"), ("sqlite:///", "absolute path"),
                      ("sqlite:///m.db?mode=ro", "no query")]:
-        with pytest.raises(InvalidSinkUrl, match=why):
+        with pytest.raises(InvalidSinkUrlError, match=why):
             sqlite_path(bad)
 
 
 def test_bad_urls_are_one_line_errors(tmp_path):
-    with pytest.raises(InvalidSinkUrl, match=r"no sink for URL scheme 'mysql'.*known: postgres"):
+    with pytest.raises(InvalidSinkUrlError,
+                       match=r"no sink for URL scheme 'mysql'.*known: postgres"):
         open_sink("mysql://u:secret@h/db", table="t", source=V1)
-    with pytest.raises(InvalidSinkUrl, match=r"postgresql://u:\*\*\*@h:x/db: Port"):
+    with pytest.raises(InvalidSinkUrlError, match=r"postgresql://u:\*\*\*@h:x/db: Port"):
         Mirror("postgresql://u:secret@h:x/db", table="t", source=V1)
-    with pytest.raises(SinkUnavailable, match=r"cannot connect to postgresql://u:\*\*\*@"
+    with pytest.raises(SinkUnavailableError, match=r"cannot connect to postgresql://u:\*\*\*@"
                                               r"127\.0\.0\.1:1/db"):
         Mirror("postgresql://u:secret@127.0.0.1:1/db", table="t", source=V1)
-    with pytest.raises(SinkUnavailable, match="cannot open SQLite database"):
+    with pytest.raises(SinkUnavailableError, match="cannot open SQLite database"):
         Mirror(f"sqlite://{tmp_path}/missing/dir/m.db", table="t", source=V1)
 
 
@@ -73,21 +74,21 @@ def test_the_registry_opens_mirrors_by_scheme(tmp_path, pg_database):
 @pytest.mark.corpus
 def test_key_columns_are_needed_and_must_exist(corpus, sqlite_database):
     location = corpus.scenarios["evolution"].location  # no identifier fields
-    with pytest.raises(MissingKeyColumns, match=f"table {location} has no identifier fields "
+    with pytest.raises(MissingKeyColumnsError, match=f"table {location} has no identifier fields "
                                                 "and no key columns were given: pass "
                                                 r"key_columns=\[...\]"):
         Mirror(sqlite_database, table="t", source=location)
-    with pytest.raises(InvalidKeyColumn, match="key column 'nope' is not a top-level column "
+    with pytest.raises(InvalidKeyColumnError, match="key column 'nope' is not a top-level column "
                                                f"of table {location}.*full_name"):
         Mirror(sqlite_database, table="t", source=location, key_columns=["nope"])
-    with pytest.raises(InvalidKeyColumn, match=r"'extra' .* has type struct"):
+    with pytest.raises(InvalidKeyColumnError, match=r"'extra' .* has type struct"):
         Mirror(sqlite_database, table="t", source=location, key_columns=["extra"])
 
 
 def test_an_existing_table_with_another_primary_key_is_refused(database):
     with Mirror(database, table="t", source=V1):
         pass
-    with pytest.raises(MirrorTableMismatch, match=r"mirror table t has primary key \(id\), "
+    with pytest.raises(MirrorTableMismatchError, match=r"mirror table t has primary key \(id\), "
                                                   r"not the key columns \(name\)"):
         Mirror(database, table="t", source=V1, key_columns=["name"])
 
@@ -104,7 +105,7 @@ def test_reopening_with_a_newer_schema_adds_its_columns(database):
 
 def test_unknown_columns_without_field_ids_are_refused(sqlite_database):
     with Mirror(sqlite_database, table="t", source=V1) as mirror, \
-            pytest.raises(InvalidChanges, match=r"has column\(s\) surprise that the given "
+            pytest.raises(InvalidChangesError, match=r"has column\(s\) surprise that the given "
                                                 r"schema \(id 0\) does not have"):
         mirror.apply(0, inserts([{"id": 1, "name": "a", "surprise": 1}]))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from meltwater.sinks.errors import DuplicateKey, InvalidChanges, NullKey
+from meltwater.sinks.errors import DuplicateKeyError, InvalidChangesError, NullKeyError
 from meltwater.sinks.net_effect import net_effect
 
 
@@ -70,7 +70,7 @@ def test_a_key_deleted_twice_ends_absent_but_inserted_twice_is_a_duplicate():
     twice_gone = changes((0, "DELETE", 1, "a"), (0, "DELETE", 1, "b"))
     assert net_effect(twice_gone, ["id"]).absent.to_pylist() == [{"id": 1}]
     duplicate = changes((0, "INSERT", 1, "a"), (1, "INSERT", 1, "b"))
-    with pytest.raises(DuplicateKey, match=r"key \{'id': 1\} arrives twice .* snapshot 101"):
+    with pytest.raises(DuplicateKeyError, match=r"key \{'id': 1\} arrives twice .* snapshot 101"):
         net_effect(duplicate, ["id"], what="batch 7")
     reinserted = changes((0, "INSERT", 1, "a"), (1, "DELETE", 1, "a"), (2, "INSERT", 1, "b"))
     assert present(net_effect(reinserted, ["id"]), "id") == {(1,): "b"}
@@ -83,11 +83,11 @@ def test_empty_batch():
 
 
 def test_bad_batches_are_refused_with_one_line():
-    with pytest.raises(NullKey, match=r"1 change row.*key column 'id'"):
+    with pytest.raises(NullKeyError, match=r"1 change row.*key column 'id'"):
         net_effect(changes((0, "INSERT", None, "a")), ["id"])
-    with pytest.raises(InvalidChanges, match=r"unknown change type\(s\) \['UPSERT'\]"):
+    with pytest.raises(InvalidChangesError, match=r"unknown change type\(s\) \['UPSERT'\]"):
         net_effect(changes((0, "UPSERT", 1, "a")), ["id"])
-    with pytest.raises(InvalidChanges, match=r"lacks column\(s\) _change_ordinal"):
+    with pytest.raises(InvalidChangesError, match=r"lacks column\(s\) _change_ordinal"):
         net_effect(changes((0, "INSERT", 1, "a")).drop_columns(["_change_ordinal"]), ["id"])
 
 

@@ -29,8 +29,8 @@ from meltwater.planner.types import (
     StructType,
 )
 from meltwater.sinks import Mirror
-from meltwater.sinks.errors import InvalidKeyColumn, UnsupportedType
-from meltwater.stream.arrow_schema import to_arrow_type
+from meltwater.sinks.errors import InvalidKeyColumnError, UnsupportedTypeError
+from meltwater.stream.engine.arrow_schema import to_arrow_type
 
 UTC = dt.timezone.utc
 NAN, INF = float("nan"), float("inf")
@@ -168,14 +168,14 @@ def test_nanosecond_timestamps_are_kept_in_sqlite_and_refused_by_postgres(sqlite
                                ["INSERT"]))
     stored = fetch(sqlite_database, 'SELECT c FROM "ns"')
     assert stored == [("2023-11-14T22:13:20.123456789",)]
-    with pytest.raises(UnsupportedType, match="column 'c' of type timestamp_ns cannot be "
+    with pytest.raises(UnsupportedTypeError, match="column 'c' of type timestamp_ns cannot be "
                                               "mirrored to postgresql: PostgreSQL timestamps"):
         Mirror(pg_database, table="ns", source=schema)
 
 
 def test_float_keys_are_refused(sqlite_database):
     schema = Schema((NestedField(1, "x", PrimitiveType("double")),))
-    with pytest.raises(InvalidKeyColumn, match=r"column 'x' .* has type double, which cannot "
+    with pytest.raises(InvalidKeyColumnError, match=r"column 'x' .* has type double, which cannot "
                                                r"be a key column"):
         Mirror(sqlite_database, table="t", source=schema, key_columns=["x"])
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from meltwater.stream.arrow_constants import constant_array
+from meltwater.stream.engine.arrow_constants import constant_array
 
 VALUES = [
     pa.scalar(3, pa.int8()), pa.scalar(-5, pa.int32()), pa.scalar(2**40, pa.int64()),

@@ -9,19 +9,11 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from meltwater.planner.expressions import (
-    FALSE,
-    TRUE,
-    And,
-    BoundPredicate,
-    FilterError,
-    Not,
-    Op,
-    Or,
-)
+from meltwater.planner.errors import FilterError
+from meltwater.planner.expressions import FALSE, TRUE, And, BoundPredicate, Not, Op, Or
 from meltwater.planner.types import NestedField, PrimitiveType, Schema, StructType
-from meltwater.stream.arrow_filter import to_arrow_filter
-from meltwater.stream.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.arrow_filter import to_arrow_filter
+from meltwater.stream.engine.arrow_schema import to_arrow_schema
 
 LONG, DOUBLE, STRING = PrimitiveType("long"), PrimitiveType("double"), PrimitiveType("string")
 SCHEMA = Schema((

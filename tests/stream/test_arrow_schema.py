@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from meltwater.planner.errors import UnsupportedFeatureError
 from meltwater.planner.types import (
     ListType,
     MapType,
@@ -18,13 +19,12 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
-from meltwater.stream.arrow_schema import (
+from meltwater.stream.engine.arrow_schema import (
     field_id,
     to_arrow_scalar,
     to_arrow_schema,
     to_arrow_type,
 )
-from meltwater.stream.errors import UnsupportedFeature
 
 
 @pytest.mark.parametrize(("iceberg", "arrow"), [
@@ -40,7 +40,7 @@ def test_primitives(iceberg: str, arrow: pa.DataType) -> None:
 
 
 def test_variant_is_refused_with_a_clear_error() -> None:
-    with pytest.raises(UnsupportedFeature, match="variant"):
+    with pytest.raises(UnsupportedFeatureError, match="variant"):
         to_arrow_type(PrimitiveType("variant"))
 
 

@@ -35,11 +35,11 @@ from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.metadata import load_table
 from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import NestedField, PrimitiveType, Schema
-from meltwater.stream import bulk_scan
-from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.deletes import DeleteLoader
-from meltwater.stream.errors import UnreadableFile
-from meltwater.stream.scan import read_tasks
+from meltwater.stream.engine import bulk_scan
+from meltwater.stream.engine.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.scan import read_tasks
+from meltwater.stream.errors import UnreadableFileError
 
 IO = PyArrowFileIO()
 INT, LONG = PrimitiveType("int"), PrimitiveType("long")
@@ -240,7 +240,7 @@ def test_equality_deletes_other_formats_and_bad_footers_fall_back(tmp_path) -> N
     bad = DataFile(FileContent.DATA, str(broken), "PARQUET", 0, (), 1, broken.stat().st_size)
     groups, rest = bulk_scan.partition([task(plain), task(bad)], ID_NAME, IO)
     assert rest == [task(bad)]
-    with pytest.raises(UnreadableFile, match=str(broken)):
+    with pytest.raises(UnreadableFileError, match=str(broken)):
         read([task(plain), task(bad)], ID_NAME, bulk=True)
 
 

@@ -14,10 +14,11 @@ from replay import Replay
 from test_watcher import CountingIO
 
 from meltwater.planner.metadata import load_table
-from meltwater.stream.change_schema import METADATA_COLUMNS
-from meltwater.stream.offsets import ChangeStream
-from meltwater.stream.spark_batch import wants_change_schema
-from meltwater.stream.spark_options import OptionError, stream_read
+from meltwater.stream.engine.change_schema import METADATA_COLUMNS
+from meltwater.stream.errors import OptionError
+from meltwater.stream.spark.batch_reader import wants_change_schema
+from meltwater.stream.spark.options import stream_read
+from meltwater.stream.watch.change_stream import ChangeStream
 
 pytestmark = pytest.mark.corpus
 
@@ -104,7 +105,7 @@ def test_watch_wait_ms_option(corpus):
 def test_the_watcher_stops_with_the_stream_and_never_travels(corpus, tmp_path):
     from pyspark.sql.types import StructType
 
-    from meltwater.stream.spark_stream import MeltwaterStreamReader
+    from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
 
     replay = _replay(corpus, tmp_path)
     stream = _stream(replay.location)

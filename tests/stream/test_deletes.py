@@ -21,13 +21,13 @@ from pyroaring import BitMap64
 
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.stream.deletes import (
+from meltwater.stream.engine.deletes import (
     DeleteLoader,
     DeletionMask,
     _read_parquet_positions,
     read_deletion_vector,
 )
-from meltwater.stream.errors import CorruptDeleteFile
+from meltwater.stream.errors import CorruptDeleteFileError
 
 IO = PyArrowFileIO()
 
@@ -133,7 +133,7 @@ def test_position_delete_file_with_null_positions_is_corrupt(tmp_path) -> None:
     pq.write_table(pa.table({"file_path": ["a", "a"], "pos": [1, None]}, schema=schema), path)
     file = DataFile(FileContent.POSITION_DELETES, str(path), "PARQUET", 0, (), 2,
                     path.stat().st_size)
-    with pytest.raises(CorruptDeleteFile, match=r"nulls\.parquet.*null"):
+    with pytest.raises(CorruptDeleteFileError, match=r"nulls\.parquet.*null"):
         DeleteLoader(IO).positions(file, "a")
 
 
@@ -141,7 +141,7 @@ def test_unreadable_position_delete_file_names_the_file(tmp_path) -> None:
     bogus = tmp_path / "broken.parquet"
     bogus.write_bytes(b"not parquet at all")
     file = DataFile(FileContent.POSITION_DELETES, str(bogus), "PARQUET", 0, (), 1, 18)
-    with pytest.raises(CorruptDeleteFile, match=r"broken\.parquet"):
+    with pytest.raises(CorruptDeleteFileError, match=r"broken\.parquet"):
         DeleteLoader(IO).positions(file, "a")
 
 
@@ -167,7 +167,7 @@ def test_deletion_vector_with_positions_beyond_32_bits(tmp_path) -> None:
 def test_corrupt_deletion_vectors_are_refused(tmp_path, damage, message) -> None:
     blob = damage(dv_blob([1, 2, 3]))
     dv = write_puffin(tmp_path / "dv.puffin", blob, "data.parquet", 3)
-    with pytest.raises(CorruptDeleteFile, match=message) as error:
+    with pytest.raises(CorruptDeleteFileError, match=message) as error:
         read_deletion_vector(IO, dv)
     assert "dv.puffin" in str(error.value)
 
@@ -178,10 +178,10 @@ def test_truncated_and_miscounted_deletion_vectors_are_refused(tmp_path) -> None
     short = DataFile(FileContent.POSITION_DELETES, str(tmp_path / "short.puffin"), "PUFFIN", 0,
                      (), 3, 14, referenced_data_file="d", content_offset=4,
                      content_size_in_bytes=len(blob))
-    with pytest.raises(CorruptDeleteFile, match="truncated"):
+    with pytest.raises(CorruptDeleteFileError, match="truncated"):
         read_deletion_vector(IO, short)
     wrong_count = write_puffin(tmp_path / "dv.puffin", blob, "d", 5)
-    with pytest.raises(CorruptDeleteFile, match="manifest says 5"):
+    with pytest.raises(CorruptDeleteFileError, match="manifest says 5"):
         read_deletion_vector(IO, wrong_count)
 
 
@@ -248,5 +248,5 @@ def test_equality_file_without_the_key_column_is_corrupt(tmp_path) -> None:
     file = equality_deletes(tmp_path / "eq.parquet",
                             pa.table({"id": [5]}, schema=pa.schema([F("id", pa.int64(), 1)])),
                             (3,))
-    with pytest.raises(CorruptDeleteFile, match="field id 3"):
+    with pytest.raises(CorruptDeleteFileError, match="field id 3"):
         DeleteLoader(IO).equality_keys(file)

@@ -1,6 +1,6 @@
 """Streaming queries start one at a time, each past its sources' initialization.
 
-Why (see `meltwater.stream.query_start`): Spark's Python streaming source inserts its worker
+Why (see `meltwater.stream.spark.query_start`): Spark's Python streaming source inserts its worker
 settings into a HashMap shared by every `format("meltwater")` query of the session; two
 first initializations at once can corrupt it and poison every later task of the session.
 The race itself is timing-dependent, so it is not reproduced here; these tests check the
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from meltwater.stream import register
-from meltwater.stream.query_start import start_query
+from meltwater.stream.spark.query_start import start_query
 
 
 class _Query:

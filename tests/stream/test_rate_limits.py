@@ -25,23 +25,18 @@ import pytest
 from corpus.compare import _canonical
 from meltwater.planner.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
 from meltwater.planner.commit_units import commit_units, is_one_way
+from meltwater.planner.errors import OffsetError
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import load_table
+from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
 from meltwater.planner.partitioning import PartitionField, PartitionSpec
-from meltwater.stream import held_changes
-from meltwater.stream.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
-from meltwater.stream.held_changes import read_parts
-from meltwater.stream.offsets import (
-    UNLIMITED,
-    Budget,
-    ChangeStream,
-    OffsetError,
-    StreamOffset,
-    pack_parts,
-)
-from meltwater.stream.spark_options import stream_read
+from meltwater.stream.engine import held_changes
+from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.stream.engine.held_changes import read_parts
+from meltwater.stream.spark.options import stream_read
+from meltwater.stream.watch.change_stream import ChangeStream
 
 pytestmark = pytest.mark.corpus
 

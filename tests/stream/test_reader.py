@@ -34,10 +34,10 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
-from meltwater.stream import reader as reader_module
-from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.deletes import DeleteLoader
-from meltwater.stream.reader import read_task
+from meltwater.stream.engine import formats as formats_module
+from meltwater.stream.engine.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.reader import read_task
 
 IO = PyArrowFileIO()
 INT, LONG = PrimitiveType("int"), PrimitiveType("long")
@@ -146,8 +146,8 @@ def test_dictionary_encoded_strings_read_as_plain_strings(tmp_path, monkeypatch,
                for g in range(3) for c in (1, 3))
     assert not metadata.row_group(0).column(2).has_dictionary_page
     decoded = []
-    expand = reader_module._dictionaries_decoded
-    monkeypatch.setattr(reader_module, "_dictionaries_decoded",
+    expand = formats_module._dictionaries_decoded
+    monkeypatch.setattr(formats_module, "_dictionaries_decoded",
                         lambda batch: decoded.append(batch.num_rows) or expand(batch))
     projection = Schema((NestedField(1, "id", LONG), NestedField(2, "tag", STRING),
                          NestedField(3, "note", STRING),
@@ -259,9 +259,9 @@ def test_every_corpus_snapshot_reads_as_iceberg_java_reads_it(corpus, monkeypatc
     them on Iceberg Java's own dictionary-encoded files (and counted, to be sure they ran)."""
     decoded = []
     if dictionary_reads == "always":
-        monkeypatch.setattr(reader_module, "_DICTIONARY_MIN_GROUP_ROWS", 0)
-        expand = reader_module._dictionaries_decoded
-        monkeypatch.setattr(reader_module, "_dictionaries_decoded",
+        monkeypatch.setattr(formats_module, "_DICTIONARY_MIN_GROUP_ROWS", 0)
+        expand = formats_module._dictionaries_decoded
+        monkeypatch.setattr(formats_module, "_dictionaries_decoded",
                             lambda batch: decoded.append(batch.num_rows) or expand(batch))
     checked = 0
     for name, scenario in corpus.scenarios.items():

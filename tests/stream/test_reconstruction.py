@@ -43,16 +43,16 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
-from meltwater.stream.arrow_schema import field_id
-from meltwater.stream.change_schema import ChangeOptionError, ChangeOptions
-from meltwater.stream.deletes import DeleteLoader
-from meltwater.stream.reader import read_with_delete_sets
-from meltwater.stream.reconstruction import (
+from meltwater.stream.engine.arrow_schema import field_id
+from meltwater.stream.engine.change_schema import ChangeOptions
+from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.reader import read_with_delete_sets
+from meltwater.stream.engine.reconstruction import (
     change_schema,
     reconstruct,
     reconstruct_range,
 )
-from meltwater.stream.updates import MissingIdentifierColumn
+from meltwater.stream.errors import ChangeOptionError, MissingIdentifierColumnError
 
 IO = PyArrowFileIO()
 SCHEMA = Schema((NestedField(1, "id", LONG), NestedField(2, "name", STRING)),
@@ -386,7 +386,7 @@ def test_update_pairing_and_delta_names(tmp_path) -> None:
 def test_update_pairing_needs_the_identifier_column(tmp_path) -> None:
     changes = _copy_on_write_update(tmp_path)
     names_only = Schema((NestedField(2, "name", STRING),))
-    with pytest.raises(MissingIdentifierColumn, match="field id 1"):
+    with pytest.raises(MissingIdentifierColumnError, match="field id 1"):
         run(changes, names_only, compute_updates=True, identifier_field_ids=(1,))
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from meltwater.planner.metadata import TableMetadata, load_table
-from meltwater.stream.snapshot_events import Cursor, SnapshotEvent, commits_after
+from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after
 
 pytestmark = pytest.mark.corpus
 

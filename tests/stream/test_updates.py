@@ -14,14 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meltwater.planner.errors import MeltwaterError
-from meltwater.stream.updates import (
-    MissingIdentifierColumn,
+from meltwater.stream.engine.updates import (
     deletes_first,
     net_changes,
     pair_updates,
     remove_carryover,
     row_codes,
 )
+from meltwater.stream.errors import MissingIdentifierColumnError
 
 
 def _other_nan() -> float:
@@ -145,7 +145,7 @@ def test_update_pairing_by_a_key_inside_a_struct() -> None:
                      ("INSERT", {"k": {"id": 1}, "name": "b"})], fields)
     assert pair_updates(table, [11]).column("_change_type").to_pylist() == [
         "UPDATE_BEFORE", "UPDATE_AFTER"]
-    with pytest.raises(MissingIdentifierColumn):
+    with pytest.raises(MissingIdentifierColumnError):
         pair_updates(table, [99])
 
 

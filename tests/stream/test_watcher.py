@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 from replay import Replay
 
+from meltwater.planner.errors import NoSuchTableError
 from meltwater.planner.fileio import PyArrowFileIO
-from meltwater.planner.metadata import TableNotFound
-from meltwater.stream.watcher import SnapshotWatcher, WatcherError
+from meltwater.stream.errors import WatcherError
+from meltwater.stream.watch.watcher import SnapshotWatcher
 
 pytestmark = pytest.mark.corpus
 
@@ -313,7 +314,7 @@ def test_watchers_come_and_go_while_commits_pour_in(corpus, tmp_path):
 
 
 def test_misuse_and_missing_tables(corpus, tmp_path):
-    with pytest.raises(TableNotFound, match="not an Iceberg table"):
+    with pytest.raises(NoSuchTableError, match="not an Iceberg table"):
         SnapshotWatcher(str(tmp_path / "nothing")).start()
     watcher = SnapshotWatcher(corpus.scenarios["random_mix"].location)
     with pytest.raises(WatcherError, match="not started"):

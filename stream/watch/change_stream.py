@@ -52,7 +52,7 @@ micro-batches is the unlimited feed, row for row:
   update moving a row to another partition, pairing by `_row_id`). A part of such a commit
   carries the commit's tasks (`CommitPart.pairing`); it holds back the rows whose key
   another unit also has, and the commit's last part emits them, paired over the whole
-  commit (`meltwater.stream.held_changes`). The held rows are *recomputed*, not stored:
+  commit (`meltwater.stream.engine.held_changes`). The held rows are *recomputed*, not stored:
   each part re-reads the key columns of its units' key group, the last part the rows it
   emits, all from immutable files. A checkpoint therefore holds nothing but the offset
   (bounded, whatever the commit), a replayed micro-batch emits exactly the same rows, and
@@ -88,11 +88,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from meltwater.planner.change_tasks import (
@@ -100,261 +99,72 @@ from meltwater.planner.change_tasks import (
     ChangeCommit,
     ChangeTask,
     CommitChanges,
-    DeletedRowsTask,
 )
-from meltwater.planner.commit_units import CommitSplit, CommitUnits, commit_units, is_one_way
-from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.commit_units import CommitSplit, CommitUnits, commit_units
+from meltwater.planner.errors import (
+    ExpiredSnapshotsError,
+    InvalidRangeError,
+    MeltwaterError,
+    NoSuchSnapshotError,
+    NoSuchTableError,
+    OffsetError,
+    StreamError,
+)
 from meltwater.planner.fileio import FileIO, PyArrowFileIO
-from meltwater.planner.incremental import ExpiredSnapshots, IncrementalPlanner, InvalidRange
+from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import (
     Snapshot,
-    SnapshotNotFound,
     Table,
     TableMetadata,
-    TableNotFound,
     find_metadata_location,
     read_metadata,
 )
+from meltwater.planner.micro_batch import (
+    UNLIMITED,
+    Budget,
+    CommitPart,
+    Cost,
+    StreamOffset,
+    task_cost,
+)
 from meltwater.planner.scan import TableScan
 from meltwater.planner.splitting import DEFAULT_TARGET_SIZE
-from meltwater.planner.tasks import DeleteFileRef
 from meltwater.planner.types import Schema
-from meltwater.stream.change_feed import change_feed
-from meltwater.stream.change_schema import (
+from meltwater.stream.engine.change_feed import change_feed
+from meltwater.stream.engine.change_schema import (
     LINEAGE_FIELDS,
     LINEAGE_IDS,
     METADATA_COLUMNS,
     ChangeOptions,
 )
-from meltwater.stream.spark_options import StreamRead
+from meltwater.stream.errors import SchemaChangedError
 
 if TYPE_CHECKING:
-    from meltwater.stream.watcher import SnapshotWatcher
+    from meltwater.stream.watch.watcher import SnapshotWatcher
 
 log = logging.getLogger(__name__)
 
-OFFSET_VERSION = 2
-LEGACY_OFFSET_VERSION = 1  # positions in planner task order, cut anywhere
-
-
-class StreamError(MeltwaterError):
-    """A change stream cannot go on (and says what to do about it)."""
-
-
-class OffsetError(StreamError):
-    """A checkpointed offset this version of meltwater does not understand."""
-
-
-class SchemaChanged(StreamError):
-    """The table's schema changed mid-stream and the stream was asked to stop."""
-
-
-# -- offsets -----------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
-class StreamOffset:
-    """A position in a table's change stream (see the module doc)."""
+class StreamRead:
+    """A streaming change read: where it starts, how much a micro-batch takes, and what it
+    does when history expired or the schema changed. Built by the Spark
+    source from its options (`meltwater.stream.spark.options.stream_read`)."""
 
-    snapshot_id: int | None  # None: before the table's first snapshot
-    position: int = 0  # index of the next task of snapshot_id's commit (or scan)
-    complete: bool = False  # snapshot_id's commit (or scan) is read whole
-    scan_all_files: bool = False  # positions index the snapshot's contents, as INSERTs
-    ordinal: int = -1  # _change_ordinal of snapshot_id's rows (-1: the exclusive start)
-    version: int = OFFSET_VERSION  # 1: `position` counts tasks in planner order
-
-    @property
-    def legacy(self) -> bool:
-        """Whether `position` is mid-commit in the planner's task order (a version 1
-        offset), not in unit order: the rest of that commit is then read as version 1
-        read it, in one part."""
-        return (self.version == LEGACY_OFFSET_VERSION and not self.complete
-                and self.position > 0)
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict with a fixed key order, so equal offsets serialize equally."""
-        return {"version": self.version, "snapshot_id": self.snapshot_id,
-                "position": self.position, "complete": self.complete,
-                "scan_all_files": self.scan_all_files, "ordinal": self.ordinal}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> StreamOffset:
-        if not isinstance(obj, dict):
-            raise OffsetError(f"offset {obj!r}: expected a JSON object")
-        version = obj.get("version")
-        if version not in (LEGACY_OFFSET_VERSION, OFFSET_VERSION) or isinstance(version, bool):
-            raise OffsetError(f"offset {obj!r}: unknown version {version!r} (this meltwater "
-                              f"reads versions {LEGACY_OFFSET_VERSION} and {OFFSET_VERSION}); "
-                              "use the meltwater version that wrote the checkpoint, or start "
-                              "a new checkpoint")
-        try:
-            snapshot_id = obj["snapshot_id"]
-            offset = cls(None if snapshot_id is None else int(snapshot_id),
-                         int(obj["position"]), bool(obj["complete"]),
-                         bool(obj.get("scan_all_files", False)), int(obj["ordinal"]),
-                         int(version))
-        except (KeyError, TypeError, ValueError) as error:
-            raise OffsetError(f"offset {obj!r}: malformed ({error!r})") from None
-        if offset.position < 0:
-            raise OffsetError(f"offset {obj!r}: negative position")
-        return offset
-
-
-# -- budgets -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What reading some tasks costs: data files, their rows, and bytes with deletes."""
-
-    files: int = 0
-    rows: int = 0
-    bytes: int = 0
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost(self.files + other.files, self.rows + other.rows,
-                    self.bytes + other.bytes)
-
-
-def _delete_bytes(refs: Sequence[DeleteFileRef]) -> int:
-    seen: dict[tuple[str, int | None], int] = {}
-    for ref in refs:
-        file = ref.file
-        size = file.content_size_in_bytes or file.file_size_in_bytes
-        seen[(file.file_path, file.content_offset)] = size
-    return sum(seen.values())
-
-
-def task_cost(task: ChangeTask) -> Cost:
-    """One data file; its rows (an upper bound on its change rows); its bytes and those of
-    the delete files it reads."""
-    if isinstance(task, DeletedRowsTask):
-        deletes = task.deletes_before + task.deletes_after
-    elif isinstance(task, AddedRowsTask):
-        deletes = task.deletes
-    else:
-        deletes = task.existing_deletes
-    data = task.data_file
-    return Cost(1, data.record_count, data.file_size_in_bytes + _delete_bytes(deletes))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How much one micro-batch may read; None: no limit of that kind."""
-
+    location: str
+    start_snapshot_id: int | None = None  # exclusive
+    inclusive_start_snapshot_id: int | None = None  # Spark/Delta's startingVersion
+    start_timestamp_ms: int | None = None  # exclusive: commits after it
+    starting: str = "earliest"
+    snapshot_as_inserts: bool = False
     max_files: int | None = None
     max_rows: int | None = None
     max_bytes: int | None = None
-
-    @property
-    def unlimited(self) -> bool:
-        return self.max_files is None and self.max_rows is None and self.max_bytes is None
-
-    def fits(self, cost: Cost) -> bool:
-        return ((self.max_files is None or cost.files <= self.max_files)
-                and (self.max_rows is None or cost.rows <= self.max_rows)
-                and (self.max_bytes is None or cost.bytes <= self.max_bytes))
-
-
-UNLIMITED = Budget()
-
-
-# -- commit parts ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CommitPart:
-    """Tasks [first_task, first_task + len(changes.tasks)) of one commit's `task_count`
-    (positions in unit order; the tasks themselves in planner order), with the schema to
-    reconstruct them in and, for a part of a commit whose updates may pair across parts,
-    the `pairing` context to hold them back with: everything an executor needs, picklable."""
-
-    changes: CommitChanges
-    projection: Schema
-    first_task: int
-    task_count: int
-    pairing: CommitSplit | None = None
-
-    @property
-    def whole(self) -> bool:
-        return self.first_task == 0 and len(self.changes.tasks) == self.task_count
-
-    @property
-    def one_way(self) -> bool:
-        """Whether the tasks only add or only remove rows and hold nothing back for a
-        later part: then no row of one task can cancel or pair with a row of another, and
-        the part splits freely."""
-        return self.pairing is None and is_one_way(self.changes.tasks)
-
-    @property
-    def cost(self) -> Cost:
-        total = Cost()
-        for task in self.changes.tasks:
-            total += task_cost(task)
-        return total
-
-    def split(self, target_bytes: int) -> list[CommitPart]:
-        """Consecutive pieces of about `target_bytes` (only for `one_way` parts)."""
-        pieces: list[CommitPart] = []
-        tasks = self.changes.tasks
-        begin, size = 0, 0
-        for index, task in enumerate(tasks):
-            weight = task_cost(task).bytes
-            if index > begin and size + weight > target_bytes:
-                pieces.append(self._slice(begin, index))
-                begin, size = index, 0
-            size += weight
-        pieces.append(self._slice(begin, len(tasks)))
-        return pieces
-
-    def _slice(self, begin: int, end: int) -> CommitPart:
-        return CommitPart(CommitChanges(self.changes.commit, self.changes.tasks[begin:end]),
-                          self.projection, self.first_task + begin, self.task_count)
-
-
-_OPEN_FILE_COST = 4 * 1024 * 1024  # as read.split.open-file-cost
-
-
-def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_SIZE,
-               parallelism: int | None = None) -> list[list[CommitPart]]:
-    """Group a micro-batch's parts into partitions of about equal bytes, in order.
-
-    A part is never split unless it is `one_way`: carry-over removal and update pairing
-    need its tasks together. A micro-batch smaller than `parallelism` targets is
-    spread over at least `parallelism` partitions (as Spark sizes file splits), or one core
-    would read nearly all of it. The partitions are balanced, not filled one after the
-    other: filling 73 MB partitions in order with 3.6 MB commits left a third partition
-    of one commit, a task that ran alone after the other two.
-    """
-    costs = [part.cost.bytes for part in parts]  # a part's cost sums its tasks': once
-    total = sum(costs)
-    cores = parallelism or max(2, os.cpu_count() or 2)
-    target = min(target_bytes, max(_OPEN_FILE_COST, -(-total // cores)))
-    pieces: list[tuple[CommitPart, int]] = []
-    for part, cost in zip(parts, costs, strict=True):
-        if part.one_way and cost > target and len(part.changes.tasks) > 1:
-            pieces.extend((piece, piece.cost.bytes) for piece in part.split(target))
-        else:
-            pieces.append((part, cost))
-    if not pieces:
-        return []
-    count = min(len(pieces), max(1, -(-total // target)))
-    groups: list[list[CommitPart]] = [[]]
-    size, left = 0, total
-    share = left / count  # what each partition still to be filled should hold
-    for piece, weight in pieces:
-        # A piece starts the next partition when it would pass `target_bytes`, or when
-        # less than half of it fits this partition's share; the share is recomputed from
-        # what is left, so one big commit does not leave the others unevenly filled.
-        if groups[-1] and (size + weight > target_bytes
-                           or (len(groups) < count and size + weight / 2 > share)):
-            left -= size
-            share = left / max(1, count - len(groups))
-            groups.append([])
-            size = 0
-        groups[-1].append(piece)
-        size += weight
-    return groups
+    skip_expired: bool = False
+    schema_change: str = "project"
+    split_size: int | None = None  # bytes per partition (else read.split.target-size)
+    watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
+    change_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 # -- the stream --------------------------------------------------------------------------------
@@ -441,8 +251,8 @@ class ChangeStream:
             metadata = (seen.metadata if seen is not None and seen.metadata_location == location
                         else read_metadata(location, self.io))
             table = Table(location, metadata, self.io)
-        except TableNotFound as error:
-            raise TableNotFound(f"{error}: the table the stream reads has vanished; its "
+        except NoSuchTableError as error:
+            raise NoSuchTableError(f"{error}: the table the stream reads has vanished; its "
                                 "checkpoint keeps the last committed offset, so restoring "
                                 "the table and restarting the query resumes there") from None
         if self._stream is None:
@@ -456,7 +266,7 @@ class ChangeStream:
         """The table's watcher, started on first use (None when not watching, or while the
         table cannot be watched: then `load()` reads the file system each time)."""
         if self._watcher is None and self.watch:
-            from meltwater.stream.watcher import SnapshotWatcher  # watchdog: only to watch
+            from meltwater.stream.watch.watcher import SnapshotWatcher  # watchdog: only to watch
 
             watcher = SnapshotWatcher(self.read.location, io=self.io, queue_size=0)
             try:
@@ -525,7 +335,7 @@ class ChangeStream:
         if read.start_snapshot_id is not None:
             start = read.start_snapshot_id
             if start not in metadata.snapshots:
-                raise SnapshotNotFound(f"start-snapshot-id {start} is not a snapshot of table "
+                raise NoSuchSnapshotError(f"start-snapshot-id {start} is not a snapshot of table "
                                        f"{read.location} (expired or never committed)")
         elif read.inclusive_start_snapshot_id is not None:
             first = metadata.snapshot(read.inclusive_start_snapshot_id)
@@ -757,7 +567,7 @@ class ChangeStream:
     def _after(self, metadata: TableMetadata, start: int | None, target: int) -> list[Snapshot]:
         """The commits after `start` up to and including `target`, oldest first."""
         if target not in metadata.snapshots:
-            raise ExpiredSnapshots(f"snapshot {target} of table {self.read.location} has "
+            raise ExpiredSnapshotsError(f"snapshot {target} of table {self.read.location} has "
                                    "expired before the stream read it")
         chain = metadata.ancestors(target)
         commits: list[Snapshot] = []
@@ -768,23 +578,23 @@ class ChangeStream:
         else:
             oldest = chain[-1]
             if start is not None and start in metadata.snapshots:
-                raise InvalidRange(f"table {self.read.location}: the stream's snapshot {start} "
-                                   f"is not an ancestor of snapshot {target} (was the table "
-                                   "rolled back?); start a new checkpoint to follow the new "
-                                   "history")
+                raise InvalidRangeError(f"table {self.read.location}: the stream's snapshot "
+                                        f"{start} is not an ancestor of snapshot {target} (was "
+                                        "the table rolled back?); start a new checkpoint to "
+                                        "follow the new history")
             if oldest.parent_id is not None and oldest.parent_id != start:
                 since = "the table's first snapshot" if start is None else f"snapshot {start}"
                 message = (f"table {self.read.location}: the snapshots after {since} up to "
                            f"{oldest.parent_id} have expired before the stream read them")
                 if not self.read.skip_expired:
-                    raise ExpiredSnapshots(f"{message}; set skip-expired-snapshots=true to "
-                                           f"skip them and go on from snapshot "
-                                           f"{oldest.snapshot_id}")
+                    raise ExpiredSnapshotsError(f"{message}; set skip-expired-snapshots=true "
+                                                f"to skip them and go on from snapshot "
+                                                f"{oldest.snapshot_id}")
                 self._warn(("expired", start, oldest.parent_id),
                            f"{message}; skipping them (skip-expired-snapshots=true)")
             elif start is not None and oldest.parent_id is None:
-                raise InvalidRange(f"table {self.read.location}: the stream's snapshot {start} "
-                                   f"is not an ancestor of snapshot {target}")
+                raise InvalidRangeError(f"table {self.read.location}: the stream's snapshot "
+                                        f"{start} is not an ancestor of snapshot {target}")
         commits.reverse()
         return commits
 
@@ -792,7 +602,7 @@ class ChangeStream:
         message = (f"table {self.read.location}: snapshot {start.snapshot_id} expired before "
                    f"the stream finished reading it ({start.position} of its tasks read)")
         if not self.read.skip_expired:
-            raise ExpiredSnapshots(f"{message}; set skip-expired-snapshots=true to skip the "
+            raise ExpiredSnapshotsError(f"{message}; set skip-expired-snapshots=true to skip the "
                                    "rest of it")
         self._warn(("expired", start.snapshot_id), f"{message}; skipping the rest of it")
 
@@ -879,7 +689,7 @@ class ChangeStream:
         if self.read.schema_change == "fail":
             if admitted:
                 return False  # deliver what came before the change first
-            raise SchemaChanged(
+            raise SchemaChangedError(
                 f"{where}, and the stream's schema is fixed when it starts "
                 "(schema-change=fail): restart the query to read the new schema (its "
                 f"checkpoint resumes at snapshot {snapshot.snapshot_id}), or set "

@@ -23,7 +23,7 @@ from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.scan import TableScan
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
-from meltwater.stream.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.arrow_schema import to_arrow_schema
 
 DEFAULT_BATCH_SIZE = 131_072
 # Arrow decodes a bulk scan on its own thread pool; the thread consuming the scan only
@@ -50,16 +50,16 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
 
     With `bulk` (the default), the Parquet tasks are cut into shares (one per
     `THREADS_PER_BULK_SHARE` threads), each
-    read by Arrow dataset scans (`meltwater.stream.bulk_scan.read_chunk`), which keeps
+    read by Arrow dataset scans (`meltwater.stream.engine.bulk_scan.read_chunk`), which keeps
     Python's per-file work off the hot path; the others, and all of them without `bulk`,
     are read task by task with `read_task`. Both give the same rows.
     """
     # The readers are imported here, not with the module: `meltwater.stream` exports
     # `plan` and `scan`, and Spark's driver-side Python processes import the package
     # without reading a row.
-    from meltwater.stream.bulk_scan import candidates, read_chunk
-    from meltwater.stream.deletes import DeleteLoader
-    from meltwater.stream.reader import read_task
+    from meltwater.stream.engine.bulk_scan import candidates, read_chunk
+    from meltwater.stream.engine.deletes import DeleteLoader
+    from meltwater.stream.engine.reader import read_task
 
     names = [f.name for f in projection.fields]
     tasks = list(tasks)

@@ -1,7 +1,8 @@
 """Change rows of a commit or a range -> what users mean by a change.
 
-Raw reconstruction (`meltwater.stream.reconstruction`) says which rows left and which arrived;
-three steps turn that into the changes people expect, all vectorized with `pyarrow.compute`:
+Raw reconstruction (`meltwater.stream.engine.reconstruction`) says which rows left and which
+arrived; three steps turn that into the changes people expect, all vectorized with
+`pyarrow.compute`:
 
 - **Carry-over removal** (`remove_carryover`): a copy-on-write commit rewrites every row of
   a file it touches, so an UPDATE of one row DELETEs and re-INSERTs all the others
@@ -41,8 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.planner.errors import MeltwaterError
-from meltwater.stream.arrow_schema import field_id
-from meltwater.stream.change_schema import (
+from meltwater.stream.engine.arrow_schema import field_id
+from meltwater.stream.engine.change_schema import (
     CANONICAL_NAMES,
     CHANGE_TYPE,
     CHANGE_TYPE_NAMES,
@@ -53,13 +54,10 @@ from meltwater.stream.change_schema import (
     UPDATE_AFTER,
     UPDATE_BEFORE,
 )
+from meltwater.stream.errors import MissingIdentifierColumnError
 
 _ARRIVING = [n for n, c in CANONICAL_NAMES.items() if c in (INSERT, UPDATE_AFTER)]
 _LEAVING = [n for n, c in CANONICAL_NAMES.items() if c in (DELETE, UPDATE_BEFORE)]
-
-
-class MissingIdentifierColumn(MeltwaterError):
-    """Update pairing needs an identifier column that is not among the selected columns."""
 
 
 # -- row identity ---------------------------------------------------------------------------
@@ -267,7 +265,7 @@ def pair_updates(table: pa.Table, identifier_field_ids: Sequence[int], *,
     for fid in identifier_field_ids:
         column = column_by_id(table, fid)
         if column is None:
-            raise MissingIdentifierColumn(
+            raise MissingIdentifierColumnError(
                 f"identifier field id {fid} is not among the selected columns: select it "
                 "or turn update pairing off")
         keys.append(column)

@@ -13,7 +13,7 @@ plus the change metadata columns (`change_schema`). The pipeline per commit:
    one: its DELETEs are the new positions minus the old);
 2. **rows that arrived**: `AddedRowsTask` -> the added file minus its same-commit position
    deletes and DVs;
-3. **carry-over removal** and **update pairing** (`meltwater.stream.updates`), which need
+3. **carry-over removal** and **update pairing** (`meltwater.stream.engine.updates`), which need
    the whole commit's changes at once, so only then is the commit held in memory;
 4. the **metadata columns**, in Iceberg's or Delta's change type names.
 
@@ -61,10 +61,10 @@ from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema, StructType
-from meltwater.stream.arrow_constants import constant_array
-from meltwater.stream.arrow_filter import field_paths, to_arrow_filter
-from meltwater.stream.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
-from meltwater.stream.change_schema import (
+from meltwater.stream.engine.arrow_constants import constant_array
+from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter
+from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
+from meltwater.stream.engine.change_schema import (
     CHANGE_ORDINAL,
     CHANGE_TYPE,
     CHANGE_TYPE_NAMES,
@@ -75,15 +75,11 @@ from meltwater.stream.change_schema import (
     INSERT,
     ChangeOptions,
 )
-from meltwater.stream.deletes import FILE_PATH_ID, POS_ID, DeleteLoader
-from meltwater.stream.reader import (
-    DEFAULT_BATCH_SIZE,
-    FileProjection,
-    open_source,
-    read_task,
-    read_with_delete_sets,
-)
-from meltwater.stream.updates import (
+from meltwater.stream.engine.deletes import FILE_PATH_ID, POS_ID, DeleteLoader
+from meltwater.stream.engine.formats import open_source
+from meltwater.stream.engine.projection import FileProjection
+from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
+from meltwater.stream.engine.updates import (
     deletes_first,
     net_changes,
     pair_updates,
@@ -142,7 +138,7 @@ def commit_reader(commit: CommitChanges, projection: Schema, io: FileIO, *,
                   batch_size: int = DEFAULT_BATCH_SIZE) -> _CommitRun:
     """The reader `reconstruct` uses, for callers that compare rows of several task sets
     of one commit themselves (`raw_table`, then `compared`): the parts of a split commit
-    (`meltwater.stream.held_changes`)."""
+    (`meltwater.stream.engine.held_changes`)."""
     return _CommitRun(commit, projection, io, options, deletes, batch_size, TRUE)
 
 
@@ -152,7 +148,7 @@ def reconstruct_range(commits: Iterable[CommitChanges], projection: Schema, io: 
                       batch_size: int = DEFAULT_BATCH_SIZE,
                       row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
     """The change rows of a range's commits (oldest first), or with `options.net` their
-    net effect (`meltwater.stream.updates.net_changes`, holding the range's changes in
+    net effect (`meltwater.stream.engine.updates.net_changes`, holding the range's changes in
     memory). Per-commit changes stream one commit at a time."""
     options = options or ChangeOptions()
     loader = deletes if deletes is not None else DeleteLoader(io)

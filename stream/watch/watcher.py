@@ -49,19 +49,22 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.errors import (
+    CorruptMetadataError,
+    MeltwaterError,
+    NoSuchTableError,
+    UnsupportedFeatureError,
+)
 from meltwater.planner.fileio import FileIO, PyArrowFileIO
 from meltwater.planner.metadata import (
-    CorruptMetadata,
     TableMetadata,
-    TableNotFound,
-    UnsupportedFeature,
     find_metadata_location,
     metadata_file_version,
     read_metadata,
 )
-from meltwater.stream.fs_events import DirectoryWatch, watch_directory
-from meltwater.stream.snapshot_events import Cursor, SnapshotEvent, commits_after
+from meltwater.stream.errors import WatcherError
+from meltwater.stream.watch.fs_events import DirectoryWatch, watch_directory
+from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +76,6 @@ START_PATIENCE = 2.0  # start(): how long a half-written current metadata file i
 UNREADABLE_WARNING = 5.0  # warn when the newest metadata file stays unreadable this long
 
 Subscriber = Callable[[list[SnapshotEvent]], None]
-
-
-class WatcherError(MeltwaterError):
-    """A watcher is used in a way it does not support (e.g. before `start()`)."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +174,7 @@ class SnapshotWatcher:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> SnapshotWatcher:
-        """Read the table once and start watching; raises TableNotFound if there is none."""
+        """Read the table once and start watching; raises NoSuchTableError if there is none."""
         with self._cond:
             if self._stopped:
                 raise WatcherError(f"{self!r} was stopped; create a new watcher")
@@ -365,7 +364,7 @@ class SnapshotWatcher:
             try:
                 metadata = read_metadata(location, self.io)
                 break
-            except CorruptMetadata:
+            except CorruptMetadataError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(FIRST_DELAY)
@@ -391,7 +390,7 @@ class SnapshotWatcher:
             if not self._missing:
                 self._missing = True
                 self._bump()
-                gone = "the table is gone" if isinstance(error, TableNotFound) else (
+                gone = "the table is gone" if isinstance(error, NoSuchTableError) else (
                     "cannot read the table")
                 log.warning("watcher of %s: %s (%s); looking again until it is back",
                             self.location, gone, error)
@@ -410,7 +409,7 @@ class SnapshotWatcher:
             return FIRST_DELAY
         try:
             metadata = read_metadata(location, self.io)
-        except (CorruptMetadata, TableNotFound, UnsupportedFeature, OSError) as error:
+        except (CorruptMetadataError, NoSuchTableError, UnsupportedFeatureError, OSError) as error:
             return self._still_unreadable(location, error)
         self._unreadable = None
         self._publish(location, metadata)

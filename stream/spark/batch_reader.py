@@ -16,7 +16,7 @@ planner's frozen task dataclasses and schemas), and `read` opens its own `FileIO
 `read` yields Arrow record batches in exactly the Spark schema's columns and types (cast
 when Spark's types differ, e.g. `fixed` -> binary), never Python rows.
 
-Filters (`pushFilters`): translated by `meltwater.stream.spark_filters`, used by the
+Filters (`pushFilters`): translated by `meltwater.stream.spark.filters`, used by the
 planner for manifest, data file and delete file pruning and applied to the rows, so Spark
 does not evaluate them again. A change read only takes filters when neither update pairing
 nor net changes is on: those look at both sides of a change, and a filter applied first
@@ -45,15 +45,14 @@ from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.scan import TableScan
 from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import Schema
-from meltwater.stream.arrow_schema import to_arrow_schema as engine_schema
-from meltwater.stream.change_feed import ChangeFeed, change_feed
-from meltwater.stream.change_schema import LINEAGE_IDS, METADATA_COLUMNS, ChangeOptions
-from meltwater.stream.errors import UnreadableFile
-from meltwater.stream.reconstruction import reconstruct, reconstruct_range
-from meltwater.stream.scan import DEFAULT_BATCH_SIZE, read_tasks
-from meltwater.stream.spark_filters import translate_filters
-from meltwater.stream.spark_options import (
-    OptionError,
+from meltwater.stream.engine.arrow_schema import to_arrow_schema as engine_schema
+from meltwater.stream.engine.change_feed import ChangeFeed, change_feed
+from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS, ChangeOptions
+from meltwater.stream.engine.reconstruction import reconstruct, reconstruct_range
+from meltwater.stream.engine.scan import DEFAULT_BATCH_SIZE, read_tasks
+from meltwater.stream.errors import OptionError, UnreadableFileError
+from meltwater.stream.spark.filters import translate_filters
+from meltwater.stream.spark.options import (
     change_options,
     change_read,
     is_change_read,
@@ -304,7 +303,7 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in batch.schema)
         if nanos:  # Spark holds microseconds: truncate, as its own readers do
             return batch.cast(target, safe=False)
-        raise UnreadableFile(f"cannot return the rows in the read schema ({error}); "
+        raise UnreadableFileError(f"cannot return the rows in the read schema ({error}); "
                              "give a schema whose types fit the table's") from None
 
 

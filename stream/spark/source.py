@@ -20,14 +20,14 @@ schema. Change reads (any of `start-snapshot-id`, `start-sequence-number`,
 the change rows of the range with `_change_type`, `_change_ordinal`, `_commit_snapshot_id`,
 `_commit_sequence_number` and `_commit_timestamp` (and `_row_id`,
 `_last_updated_sequence_number` on v3 tables); every option is described in
-`meltwater.stream.spark_options`.
+`meltwater.stream.spark.options`.
 
 Schemas: Iceberg `timestamptz` is Spark TIMESTAMP, `timestamp` TIMESTAMP_NTZ; decimals,
 binary, structs, lists and maps map one to one; `uuid` and `fixed` read as BINARY, `time`
 as TIME(6), and nanosecond timestamps are truncated to microseconds (Spark's precision).
 
 Filters in WHERE clauses are pushed to meltwater where its semantics are exactly Spark's
-(`meltwater.stream.spark_filters`); the batch reader logs what was pushed at INFO.
+(`meltwater.stream.spark.filters`); the batch reader logs what was pushed at INFO.
 `register` turns on `spark.sql.python.filterPushdown.enabled`, which Spark requires for a
 Python source that takes filters (switching it off again makes reads fail, naming it).
 
@@ -44,7 +44,7 @@ SQL, as far as pyspark 4.3 allows for Python data sources:
   the view: put `snapshot-id`, `as-of-timestamp`, `branch` or `tag` in the view's OPTIONS.
 
 Streaming: `spark.readStream.format("meltwater")` is served by
-`meltwater.stream.spark_stream.MeltwaterStreamReader`. Spark calls `schema()` the same way
+`meltwater.stream.spark.stream_reader.MeltwaterStreamReader`. Spark calls `schema()` the same way
 for batch and streaming loads, so the source cannot tell them apart there: `schema()` answers
 the change schema when the options name a change range, `read-changes=true`, or any
 streaming-only option (`starting`, `starting-snapshot-as-inserts`,
@@ -65,11 +65,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from meltwater.stream.spark_options import table_location
+from meltwater.stream.spark.options import table_location
 
-# `spark_batch` (readers, reconstruction, pyarrow.compute) is imported where it is used:
+# `batch_reader` (readers, reconstruction, pyarrow.compute) is imported where it is used:
 # Spark unpickles this module's data source in a fresh Python process for the driver side
-# of every streaming query, which only needs `spark_stream` and the planner.
+# of every streaming query, which only needs `stream_reader` and the planner.
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -82,7 +82,7 @@ class MeltwaterDataSource(DataSource):
         return "meltwater"
 
     def schema(self) -> StructType:
-        from meltwater.stream.spark_batch import resolve_read, spark_schema
+        from meltwater.stream.spark.batch_reader import resolve_read, spark_schema
 
         read = resolve_read(self.options)
         # Pin the metadata file: the reader plans against the table this schema describes,
@@ -91,13 +91,13 @@ class MeltwaterDataSource(DataSource):
         return spark_schema(read.arrow_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from meltwater.stream.spark_batch import MeltwaterBatchReader
+        from meltwater.stream.spark.batch_reader import MeltwaterBatchReader
 
         return MeltwaterBatchReader(self.options, schema,
                                     getattr(self, "_metadata_location", None))
 
     def streamReader(self, schema: StructType) -> Any:
-        from meltwater.stream.spark_stream import MeltwaterStreamReader
+        from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
 
         return MeltwaterStreamReader(self.options, schema)
 
@@ -106,7 +106,7 @@ def change_schema_for(options: Mapping[str, str]) -> StructType:
     """The schema of change rows for these options: the table schema of the range's end
     (the current snapshot when no end is given) and the change metadata columns."""
     from meltwater.planner.metadata import load_table
-    from meltwater.stream.spark_batch import resolve_read, spark_schema
+    from meltwater.stream.spark.batch_reader import resolve_read, spark_schema
 
     table = load_table(table_location(options))
     return spark_schema(resolve_read(options, changes=True, table=table).arrow_schema)

@@ -1,4 +1,4 @@
-"""`meltwater.stream.reconstruction`: the row-level changes of a range of commits, as Arrow batches.
+"""The row-level changes of a range of commits, as Arrow batches.
 
 Ties the kernel's incremental planner to the engine's reconstruction: commits are planned
 lazily, one at a time, and each commit's change rows stream out before the next is
@@ -29,15 +29,15 @@ from meltwater.planner.incremental import (
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.types import Schema
-from meltwater.stream.arrow_schema import to_arrow_schema
-from meltwater.stream.change_schema import (
+from meltwater.stream.engine.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.change_schema import (
     LINEAGE_FIELDS,
     LINEAGE_IDS,
     METADATA_COLUMNS,
     ROW_ID_ID,
-    ChangeOptionError,
     ChangeOptions,
 )
+from meltwater.stream.errors import ChangeOptionError
 
 
 @dataclass
@@ -55,7 +55,7 @@ class ChangeFeed:
 
     @property
     def output_schema(self) -> pa.Schema:
-        from meltwater.stream.reconstruction import metadata_fields
+        from meltwater.stream.engine.reconstruction import metadata_fields
 
         table_columns = to_arrow_schema(self._selected())
         return pa.schema(list(table_columns) + metadata_fields())
@@ -69,8 +69,8 @@ class ChangeFeed:
 
     def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
         # Imported here: planning a feed (as a stream's driver does) needs no data reader.
-        from meltwater.stream.deletes import DeleteLoader
-        from meltwater.stream.reconstruction import reconstruct_range
+        from meltwater.stream.engine.deletes import DeleteLoader
+        from meltwater.stream.engine.reconstruction import reconstruct_range
 
         planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
         commits = planner.plan(self.change_range, appends_only=self.appends_only)
@@ -148,7 +148,7 @@ def changes(table: Table | str, *, batch_size: int = 131_072, **options) -> pa.R
     The range is (from, to]: `from_*` is exclusive and `to_*` inclusive, each by snapshot
     id, sequence number, timestamp in ms or ref; no `from` means the whole history, no `to`
     the current snapshot. A `from` later than an explicit `to`, or a `to_sequence` beyond
-    the head, raises `InvalidRange`. Rows carry the table columns (in the schema of `to`) and
+    the head, raises `InvalidRangeError`. Rows carry the table columns (in the schema of `to`) and
     `_change_type` (INSERT, DELETE, UPDATE_BEFORE, UPDATE_AFTER), `_change_ordinal`,
     `_commit_snapshot_id`, `_commit_sequence_number` and `_commit_timestamp`.
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.types import LONG, NestedField
+from meltwater.stream.errors import ChangeOptionError
 
 CHANGE_TYPE = "_change_type"
 CHANGE_ORDINAL = "_change_ordinal"
@@ -49,10 +49,6 @@ LINEAGE_IDS = frozenset({ROW_ID_ID, LAST_UPDATED_ID})
 LINEAGE_COLUMNS = tuple(f.name for f in LINEAGE_FIELDS)
 
 EQUALITY_DELETE_MODES = ("resolve", "trust-payload")
-
-
-class ChangeOptionError(MeltwaterError):
-    """A change-read option is invalid (unknown value, contradictory choices)."""
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def _is_awkward_float(value: Any) -> bool:
     return isinstance(value, float) and (math.isnan(value) or value == 0.0)
 
 
-class _Untranslatable(Exception):
+class _UntranslatableError(Exception):
     pass
 
 
@@ -129,10 +129,10 @@ def _exact(flt: Filter, schema: Schema, negate: bool) -> Expression:
         return _exact(flt.child, schema, not negate)
     column = _column(schema, getattr(flt, "attribute", ()))
     if column is None:
-        raise _Untranslatable("not a column meltwater can filter on")
+        raise _UntranslatableError("not a column meltwater can filter on")
     term, field = column
     if not isinstance(field.type, PrimitiveType) or field.type.kind not in _EXACT_KINDS:
-        raise _Untranslatable(f"column type {field.type} is compared differently by Spark")
+        raise _UntranslatableError(f"column type {field.type} is compared differently by Spark")
     floating = field.type.kind in _FLOATING
     if isinstance(flt, IsNull):
         return _predicate(Op.NOT_NULL if negate else Op.IS_NULL, term)
@@ -142,34 +142,34 @@ def _exact(flt: Filter, schema: Schema, negate: bool) -> Expression:
         if flt.value is None:
             return _predicate(Op.NOT_NULL if negate else Op.IS_NULL, term)
         if floating and _is_awkward_float(flt.value):
-            raise _Untranslatable("NaN or zero literal on a floating column")
+            raise _UntranslatableError("NaN or zero literal on a floating column")
         if negate:
             return or_(_predicate(Op.IS_NULL, term), _predicate(Op.NOT_EQ, term, flt.value))
         return _predicate(Op.EQ, term, flt.value)
     if isinstance(flt, StringStartsWith):
         if not isinstance(flt.value, str):
-            raise _Untranslatable("prefix is not a string")
+            raise _UntranslatableError("prefix is not a string")
         return _predicate(Op.NOT_STARTS_WITH if negate else Op.STARTS_WITH, term, flt.value)
     if isinstance(flt, In):
         values = tuple(flt.value)
         if floating and any(_is_awkward_float(v) for v in values):
-            raise _Untranslatable("NaN or zero literal on a floating column")
+            raise _UntranslatableError("NaN or zero literal on a floating column")
         if any(isinstance(v, (list, tuple, dict)) for v in values):
-            raise _Untranslatable("non-primitive literal")
+            raise _UntranslatableError("non-primitive literal")
         known = tuple(v for v in values if v is not None)
         if negate:
             if len(known) < len(values):  # `a not in (.., null)` is never true
-                raise _Untranslatable("negated In with a null literal")
+                raise _UntranslatableError("negated In with a null literal")
             return _predicate(Op.NOT_IN, term, *known)
         return _predicate(Op.IN, term, *known)
     op = _COMPARISONS.get(type(flt))
     if op is None:
-        raise _Untranslatable(f"{type(flt).__name__} is not translated")
+        raise _UntranslatableError(f"{type(flt).__name__} is not translated")
     value = flt.value
     if value is None or isinstance(value, (list, tuple, dict)):
-        raise _Untranslatable("null or non-primitive literal")
+        raise _UntranslatableError("null or non-primitive literal")
     if floating and isinstance(value, float) and math.isnan(value):
-        raise _Untranslatable("NaN literal")
+        raise _UntranslatableError("NaN literal")
     if negate:
         return _compare(_COMPLEMENT[op], term, value, floating)
     return _compare(op, term, value, floating)
@@ -179,7 +179,7 @@ def translate(flt: Filter, schema: Schema) -> Expression | None:
     """The bound expression exactly equivalent to a Spark filter, or None."""
     try:
         return bind(_exact(flt, schema, False), schema)
-    except (_Untranslatable, MeltwaterError, TypeError, ValueError):
+    except (_UntranslatableError, MeltwaterError, TypeError, ValueError):
         return None
 
 

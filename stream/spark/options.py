@@ -16,13 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.incremental import BoundNames
-
-
-class OptionError(MeltwaterError):
-    """A Spark reader option is unknown in value or contradicts another option."""
-
+from meltwater.stream.errors import OptionError
+from meltwater.stream.watch.change_stream import StreamRead
 
 TRUE_WORDS = ("true", "1", "yes")
 FALSE_WORDS = ("false", "0", "no")
@@ -262,27 +258,6 @@ def _not_negative(value: int | None, name: str) -> int:
     if value is not None and value < 0:
         raise OptionError(f"option {name}={value}: expected milliseconds, 0 or more")
     return value or 0
-
-
-@dataclass(frozen=True)
-class StreamRead:
-    """A streaming change read: where it starts, how much a micro-batch takes, and what it
-    does when history expired or the schema changed. See `stream_read`."""
-
-    location: str
-    start_snapshot_id: int | None = None  # exclusive
-    inclusive_start_snapshot_id: int | None = None  # Spark/Delta's startingVersion
-    start_timestamp_ms: int | None = None  # exclusive: commits after it
-    starting: str = "earliest"
-    snapshot_as_inserts: bool = False
-    max_files: int | None = None
-    max_rows: int | None = None
-    max_bytes: int | None = None
-    skip_expired: bool = False
-    schema_change: str = "project"
-    split_size: int | None = None  # bytes per partition (else read.split.target-size)
-    watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
-    change_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def stream_read(options: Mapping[str, str]) -> StreamRead:

@@ -96,7 +96,7 @@ def local_session(master: str = "local[2]", app_name: str = "meltwater",
     use_local_spark_home(master)
     from pyspark.sql import SparkSession
 
-    from meltwater.stream.spark_source import register
+    from meltwater.stream.spark.source import register
 
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]))

@@ -37,19 +37,15 @@ from meltwater.planner.change_tasks import CommitChanges
 from meltwater.planner.commit_units import CommitSplit
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.types import NestedField, Schema, StructType
-from meltwater.stream.change_schema import ChangeOptions
-from meltwater.stream.deletes import DeleteLoader
-from meltwater.stream.reader import DEFAULT_BATCH_SIZE
-from meltwater.stream.reconstruction import commit_reader, reconstruct
-from meltwater.stream.updates import (
-    MissingIdentifierColumn,
-    column_by_id,
-    content_columns,
-    row_codes,
-)
+from meltwater.stream.engine.change_schema import ChangeOptions
+from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE
+from meltwater.stream.engine.reconstruction import commit_reader, reconstruct
+from meltwater.stream.engine.updates import column_by_id, content_columns, row_codes
+from meltwater.stream.errors import MissingIdentifierColumnError
 
 if TYPE_CHECKING:
-    from meltwater.stream.offsets import CommitPart
+    from meltwater.planner.micro_batch import CommitPart
 
 
 def read_parts(parts: Iterable[CommitPart], io: FileIO, options: ChangeOptions,
@@ -108,7 +104,7 @@ def _key_columns(table: pa.Table, ids: Sequence[int]) -> list[pa.Array]:
     for fid in ids:
         column = column_by_id(table, fid)
         if column is None:
-            raise MissingIdentifierColumn(f"identifier field id {fid} is not among the "
+            raise MissingIdentifierColumnError(f"identifier field id {fid} is not among the "
                                           "stream's columns: select it or turn update "
                                           "pairing off")
         columns.append(column)

@@ -30,20 +30,20 @@ from functools import singledispatch
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from meltwater.planner.errors import FilterError
 from meltwater.planner.expressions import (
     AlwaysFalse,
     AlwaysTrue,
     And,
     BoundPredicate,
     Expression,
-    FilterError,
     Not,
     Op,
     Or,
     rewrite_not,
 )
 from meltwater.planner.types import NestedField, Schema, StructType
-from meltwater.stream.arrow_schema import to_arrow_type, to_arrow_value
+from meltwater.stream.engine.arrow_schema import to_arrow_type, to_arrow_value
 
 
 def field_paths(schema: Schema) -> dict[int, tuple[str, ...]]:

@@ -36,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from meltwater.planner.errors import UnsupportedFeatureError
 from meltwater.planner.types import (
     IcebergType,
     ListType,
@@ -45,7 +46,6 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
-from meltwater.stream.errors import UnsupportedFeature
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 
@@ -80,7 +80,7 @@ def to_arrow_type(type_: IcebergType) -> pa.DataType:
             return pa.binary(type_.length)
         found = _PRIMITIVES.get(kind)
         if found is None:
-            raise UnsupportedFeature(f"Iceberg type {type_} has no Arrow mapping in meltwater")
+            raise UnsupportedFeatureError(f"Iceberg type {type_} has no Arrow mapping in meltwater")
         return found
     if isinstance(type_, StructType):
         return pa.struct([to_arrow_field(f) for f in type_.fields])
@@ -88,7 +88,7 @@ def to_arrow_type(type_: IcebergType) -> pa.DataType:
         return pa.list_(to_arrow_field(type_.element_field))
     if isinstance(type_, MapType):
         return pa.map_(to_arrow_field(type_.key_field), to_arrow_field(type_.value_field))
-    raise UnsupportedFeature(f"Iceberg type {type_} has no Arrow mapping in meltwater")
+    raise UnsupportedFeatureError(f"Iceberg type {type_} has no Arrow mapping in meltwater")
 
 
 def to_arrow_field(field: NestedField) -> pa.Field:
@@ -107,7 +107,7 @@ def field_id(field: pa.Field) -> int | None:
 
     Parquet files carry it as `PARQUET:field_id` (pyarrow's key); ORC files written by
     Iceberg carry it as the type attribute `iceberg.id`, which pyarrow exposes the same way;
-    Avro-converted fields use `PARQUET:field_id` too (see `meltwater.stream.reader`).
+    Avro-converted fields use `PARQUET:field_id` too (see `meltwater.stream.engine.reader`).
     """
     metadata = field.metadata
     if not metadata:

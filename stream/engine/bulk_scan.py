@@ -48,17 +48,13 @@ from meltwater.planner.expressions import Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import Schema
-from meltwater.stream.arrow_filter import field_paths
-from meltwater.stream.arrow_schema import field_id, to_arrow_type
-from meltwater.stream.deletes import DeleteLoader, DeletionMask
-from meltwater.stream.errors import UnreadableFile
-from meltwater.stream.reader import (
-    FileProjection,
-    FileSource,
-    read_task,
-    residual_filter,
-    residual_types,
-)
+from meltwater.stream.engine.arrow_filter import field_paths
+from meltwater.stream.engine.arrow_schema import field_id, to_arrow_type
+from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask
+from meltwater.stream.engine.formats import FileSource, row_group_offset, without_extensions
+from meltwater.stream.engine.projection import FileProjection
+from meltwater.stream.engine.reader import read_task, residual_filter, residual_types
+from meltwater.stream.errors import UnreadableFileError
 
 FRAGMENT_READAHEAD = 8  # files Arrow opens and decodes ahead of the consumer
 BATCH_READAHEAD = 4  # batches per file read ahead: at most 8 x 4 batches in flight
@@ -141,14 +137,13 @@ def _row_group_runs(fragment: Any, start: int, length: int | None
     whole file. As `ParquetSource.batches` selects row groups."""
     if length is None:
         return None
-    from meltwater.stream.reader import _row_group_offset  # the split-offset rule, shared
 
     metadata = fragment.metadata
     runs: list[tuple[int, list[int]]] = []
     position = 0
     for index in range(metadata.num_row_groups):
         group = metadata.row_group(index)
-        if start <= _row_group_offset(group) < start + length:
+        if start <= row_group_offset(group) < start + length:
             if runs and runs[-1][1][-1] == index - 1:
                 runs[-1][1].append(index)
             else:
@@ -247,12 +242,11 @@ def _plan(location: str, physical: pa.Schema, projection: Schema,
           extras: dict[int, pa.DataType | None]) -> _Plan | None:
     """For one footer schema: the projection plan, the file columns to scan and the key of
     the group they belong to; None when such files are not for the bulk scan."""
-    from meltwater.stream.reader import _without_extensions  # as ParquetSource sees a file
 
     names = physical.names
     if len(set(names)) != len(names):
         return None
-    plan = FileProjection(_SchemaSource(location, _without_extensions(physical)),
+    plan = FileProjection(_SchemaSource(location, without_extensions(physical)),
                           projection, extras)
     columns = sorted(plan.selection)
     if not columns:
@@ -416,4 +410,4 @@ def _recover(group: BulkGroup, current: int, yielded: set[int], read_schema: Sch
                                  deletes=deletes)
     if partial:
         path = group.tasks[partial[0]].data_file.file_path
-        raise UnreadableFile(f"{path}: cannot read Parquet data ({error})") from None
+        raise UnreadableFileError(f"{path}: cannot read Parquet data ({error})") from None

@@ -35,11 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from meltwater.planner.errors import MeltwaterError
-
-
-class OutputFileError(MeltwaterError):
-    """The output file cannot be created or put in place (a missing directory, rights)."""
+from meltwater.stream.errors import OutputFileError
 
 
 def temporary_sibling_prefix(target: str | os.PathLike[str]) -> str:
@@ -74,13 +70,13 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
     except FileNotFoundError:
         existing = None
     except OSError as error:
-        raise OutputFileError(f"cannot write {path}: {error.strerror}") from None
+        raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         try:
             direct: IO = open(path, "w" if text else "wb",  # noqa: SIM115
                               **({"encoding": "utf-8"} if text else {}))
         except OSError as error:
-            raise OutputFileError(f"cannot write {path}: {error.strerror}") from None
+            raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
         with direct:
             yield direct
         return
@@ -107,7 +103,7 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         if isinstance(error, OSError) and error.filename in (str(temp), temp):
-            raise OutputFileError(f"cannot write {path}: {error.strerror}") from None
+            raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
         raise
     _fsync_directory(target.parent)
 

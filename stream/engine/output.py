@@ -3,7 +3,7 @@
 Every writer consumes the stream batch by batch, so `meltwater scan ... --format parquet`
 of a large table holds one batch at a time (the table format prints, it does not sort).
 An output file is written beside its path and renamed into place only when complete
-(`meltwater.stream.output_file`): a failure or a signal never leaves part of one.
+(`meltwater.stream.engine.output_file`): a failure or a signal never leaves part of one.
 """
 
 from __future__ import annotations
@@ -21,14 +21,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from meltwater.planner.errors import MeltwaterError
-from meltwater.stream.output_file import output_destination
+from meltwater.stream.engine.output_file import output_destination
+from meltwater.stream.errors import OutputError
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
-
-
-class OutputError(MeltwaterError):
-    """The requested output cannot be written (format, destination)."""
 
 
 def json_default(value: Any) -> Any:
@@ -139,7 +135,7 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
     """Write a stream in a format to a file (or stdout); returns the number of rows.
 
     A file is whole or absent: it replaces `output` only once every row is written
-    (`meltwater.stream.output_file`), so a failure leaves an existing file as it was."""
+    (`meltwater.stream.engine.output_file`), so a failure leaves an existing file as it was."""
     if fmt not in FORMATS:
         raise OutputError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
     if fmt == "parquet":

@@ -1,6 +1,6 @@
 """`spark.readStream.format("meltwater")`: a table's change feed as a Spark stream.
 
-The reader is a thin adapter of `meltwater.stream.offsets.ChangeStream` onto PySpark's
+The reader is a thin adapter of `meltwater.stream.watch.change_stream.ChangeStream` onto PySpark's
 streaming Python data source API (Spark >= 4.2):
 
 - `initialOffset()` / `latestOffset(start, limit)` / `partitions(start, end)` /
@@ -20,11 +20,11 @@ apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' 
 `trigger(availableNow=True)` reads everything committed before the query started, in as
 many micro-batches as the limits make, and ends. Limits never change the rows the stream
 emits: a commit is split only between its units, and rows that pair across them wait for
-its last part (`meltwater.stream.offsets`, "Splitting a commit"); each partition is read by
-`meltwater.stream.held_changes.read_parts`.
+its last part (`meltwater.stream.watch.change_stream`, "Splitting a commit"); each partition is
+read by `meltwater.stream.engine.held_changes.read_parts`.
 
 Event-driven triggers: the driver-side process also watches the table
-(`meltwater.stream.watcher`, started on the first offset request, stopped by `stop()`,
+(`meltwater.stream.watch.watcher`, started on the first offset request, stopped by `stop()`,
 never sent to executors), so `latestOffset` on a table where nothing happened touches no
 file. With `.option("watch-wait-ms", 1000)`, `latestOffset` waits up to that long for a
 commit when nothing is new and returns as soon as the watcher sees one: with
@@ -61,17 +61,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from meltwater.stream.change_schema import METADATA_COLUMNS, ChangeOptions
-from meltwater.stream.offsets import (
-    UNLIMITED,
-    Budget,
-    ChangeStream,
-    CommitPart,
-    StreamError,
-    StreamOffset,
-    pack_parts,
-)
-from meltwater.stream.spark_options import stream_read
+from meltwater.planner.errors import StreamError
+from meltwater.planner.micro_batch import UNLIMITED, Budget, CommitPart, StreamOffset, pack_parts
+from meltwater.stream.engine.change_schema import METADATA_COLUMNS, ChangeOptions
+from meltwater.stream.spark.options import stream_read
+from meltwater.stream.watch.change_stream import ChangeStream
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +213,7 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from meltwater.planner.fileio import PyArrowFileIO
-        from meltwater.stream.held_changes import read_parts
+        from meltwater.stream.engine.held_changes import read_parts
 
         assert isinstance(partition, ChangePartition), partition
         if self._arrow is None:

@@ -1,7 +1,7 @@
 """Delete files -> what a reader needs to drop rows: position masks and equality key sets.
 
 The planner decides which delete files apply to a data file; this module only reads them,
-once, and turns them into two vectorized tools for `meltwater.stream.reader`:
+once, and turns them into two vectorized tools for `meltwater.stream.engine.reader`:
 
 - `DeletionMask`: the sorted deleted row positions of one data file, from position delete
   files (rows `(file_path, pos)`, any data format) and deletion vectors (v3: a
@@ -17,7 +17,7 @@ once, and turns them into two vectorized tools for `meltwater.stream.reader`:
 
 `DeleteLoader` caches what it read (an LRU bounded by Arrow bytes), because one
 partition-scoped position delete file or one equality delete file applies to many data
-files of a task group. It is thread-safe: `meltwater.stream.scan` shares one loader across
+files of a task group. It is thread-safe: `meltwater.stream.engine.scan` shares one loader across
 its reader threads, and two threads wanting the same file wait for a single read.
 
 A deletion-vector blob, as the Puffin spec lays it out::
@@ -44,11 +44,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.planner.delete_index import referenced_data_file
+from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.types import Schema
-from meltwater.stream.errors import CorruptDeleteFile, MeltwaterError, UnreadableFile
-from meltwater.stream.reader import FileProjection, open_source
+from meltwater.stream.engine.arrow_schema import field_id
+from meltwater.stream.engine.formats import open_source
+from meltwater.stream.engine.projection import FileProjection, has_field_ids
+from meltwater.stream.errors import CorruptDeleteFileError, UnreadableFileError
 
 FILE_PATH_ID = 2147483546
 POS_ID = 2147483545
@@ -274,7 +277,7 @@ class DeleteLoader:
         for file in files:
             ids = tuple(file.equality_ids or ())
             if not ids:
-                raise CorruptDeleteFile(f"{file.file_path}: equality delete file without "
+                raise CorruptDeleteFileError(f"{file.file_path}: equality delete file without "
                                         "equality field ids")
             groups.setdefault(ids, []).append(self.equality_keys(file))
         sets = []
@@ -318,7 +321,7 @@ def _read_columns(io: FileIO, file: DataFile, field_ids: dict[int, str]) -> pa.T
     projection = FileProjection(source, Schema(()), dict.fromkeys(field_ids), names=field_ids)
     for extra in projection.extras:
         if extra.path is None:
-            raise CorruptDeleteFile(f"{file.file_path}: delete file has no column with "
+            raise CorruptDeleteFileError(f"{file.file_path}: delete file has no column with "
                                     f"field id {extra.field_id}")
     batches = [projection.project(b)
                for _, b in source.batches(projection.selection, _READ_BATCH)]
@@ -338,14 +341,14 @@ def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
         return found
     try:
         table = _read_columns(io, file, {FILE_PATH_ID: "file_path", POS_ID: "pos"})
-    except UnreadableFile as error:
-        if isinstance(error, CorruptDeleteFile):
+    except UnreadableFileError as error:
+        if isinstance(error, CorruptDeleteFileError):
             raise
-        raise CorruptDeleteFile(str(error)) from None
+        raise CorruptDeleteFileError(str(error)) from None
     paths = table.column(str(FILE_PATH_ID))
     positions = table.column(str(POS_ID))
     if paths.null_count or positions.null_count:
-        raise CorruptDeleteFile(f"{file.file_path}: position delete file has null file_path "
+        raise CorruptDeleteFileError(f"{file.file_path}: position delete file has null file_path "
                                 "or pos values")
     if table.num_rows == 0:
         return {}
@@ -433,15 +436,13 @@ def _reserved_ids(schema: pa.Schema) -> bool:
     """Whether a position delete file's `file_path` and `pos` carry the spec's field ids,
     or the file has no field ids at all (both matched by name, as the general reader
     does)."""
-    from meltwater.stream.arrow_schema import field_id
-    from meltwater.stream.reader import _has_field_ids
 
     ids = {name: field_id(schema.field(name)) for name in ("file_path", "pos")
            if schema.get_field_index(name) >= 0}
     if len(ids) != 2:
         return False
     return (ids == {"file_path": FILE_PATH_ID, "pos": POS_ID}
-            or not _has_field_ids(schema))
+            or not has_field_ids(schema))
 
 
 def _split_sorted_runs(paths: pa.Array, positions: pa.Array) -> dict[str, pa.Array] | None:
@@ -467,31 +468,31 @@ def read_deletion_vector(io: FileIO, file: DataFile) -> pa.Array:
 
     where = f"{file.file_path} (DV at offset {file.content_offset})"
     if file.content_offset is None or file.content_size_in_bytes is None:
-        raise CorruptDeleteFile(f"{file.file_path}: deletion vector without content_offset "
+        raise CorruptDeleteFileError(f"{file.file_path}: deletion vector without content_offset "
                                 "and content_size_in_bytes")
     size = file.content_size_in_bytes
     blob = io.read_bytes(file.file_path, file.content_offset, size)
     if len(blob) != size or size < 12:
-        raise CorruptDeleteFile(f"{where}: truncated, {len(blob)} of {size} bytes")
+        raise CorruptDeleteFileError(f"{where}: truncated, {len(blob)} of {size} bytes")
     length = int.from_bytes(blob[:4], "big")
     if length != size - 8:
-        raise CorruptDeleteFile(f"{where}: length prefix {length} does not match blob size "
+        raise CorruptDeleteFileError(f"{where}: length prefix {length} does not match blob size "
                                 f"{size} (expected {size - 8})")
     if blob[4:8] != DV_MAGIC:
-        raise CorruptDeleteFile(f"{where}: bad magic {blob[4:8].hex()}, expected d1d33964")
+        raise CorruptDeleteFileError(f"{where}: bad magic {blob[4:8].hex()}, expected d1d33964")
     expected_crc = int.from_bytes(blob[4 + length:8 + length], "big")
     if zlib.crc32(blob[4:4 + length]) != expected_crc:
-        raise CorruptDeleteFile(f"{where}: CRC-32 mismatch")
+        raise CorruptDeleteFileError(f"{where}: CRC-32 mismatch")
     try:
         bitmap = BitMap64.deserialize(blob[8:4 + length])
     except (ValueError, MemoryError) as error:
-        raise CorruptDeleteFile(f"{where}: invalid Roaring bitmap ({error})") from None
+        raise CorruptDeleteFileError(f"{where}: invalid Roaring bitmap ({error})") from error
     if file.record_count is not None and len(bitmap) != file.record_count:
-        raise CorruptDeleteFile(f"{where}: {len(bitmap)} positions, manifest says "
+        raise CorruptDeleteFileError(f"{where}: {len(bitmap)} positions, manifest says "
                                 f"{file.record_count}")
     values = bitmap.to_array()  # array('Q'), sorted and distinct
     if len(values) and values[-1] >= 1 << 63:
-        raise CorruptDeleteFile(f"{where}: position {values[-1]} out of range")
+        raise CorruptDeleteFileError(f"{where}: position {values[-1]} out of range")
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
@@ -500,8 +501,8 @@ def read_equality_keys(io: FileIO, file: DataFile) -> pa.Table:
     ids = file.equality_ids or ()
     try:
         table = _read_columns(io, file, {fid: str(fid) for fid in ids})
-    except UnreadableFile as error:
-        if isinstance(error, CorruptDeleteFile):
+    except UnreadableFileError as error:
+        if isinstance(error, CorruptDeleteFileError):
             raise
-        raise CorruptDeleteFile(str(error)) from None
+        raise CorruptDeleteFileError(str(error)) from None
     return _distinct(table.combine_chunks())
