@@ -21,14 +21,16 @@ A service runs pipelines; each reads one table's change stream and writes one si
     [pipelines.options]            # options of readStream.format("meltwater")
     starting = "earliest"
     [pipelines.sink]
-    type = "sqlite"                # sqlite, postgres, parquet, json, console
+    type = "sqlite"                # sqlite, postgres, parquet, json, console (sinks.kinds)
     url = "sqlite:////var/lib/meltwater/mirror.db"
     table = "orders"
     key = ["id"]                   # default: the table's identifier fields
     keep-dropped-columns = false   # true: a column dropped in Iceberg stays (unwritten)
 
-A mirror pipeline's stream runs with `schema-change=fail` (the service restarts it with the
-new schema; see `meltwater.service.mirror_sink`); asking for another mode is refused.
+Each sink type's keys come from its kind (`meltwater.sinks.kinds`). A mirror pipeline's stream
+runs with `schema-change=fail` (the service restarts it with the new schema; see
+`meltwater.sinks.mirror_stream`); a source option contradicting what the sink's kind needs
+is refused.
 
 Every problem is reported as one line naming the file, the key and what is wrong, before a
 SparkSession or a sink is touched: a bad config must never half-start a service.
@@ -44,22 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from meltwater.planner.errors import MeltwaterError
+from meltwater.sinks.base import redact_url
+from meltwater.sinks.errors import SinkError
+from meltwater.sinks.kinds import SinkPlacement, sink_kind
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-SINK_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "sqlite": {"url": str, "table": str, "key": list, "keep-dropped-columns": bool},
-    "postgres": {"url": str, "table": str, "key": list, "keep-dropped-columns": bool},
-    "parquet": {"path": str, "partition-by": list},
-    "json": {"path": str, "partition-by": list},
-    "console": {"rows": int, "truncate": bool},
-}
-SINK_ALIASES = {"postgresql": "postgres"}
-REQUIRED_SINK_KEYS = {"sqlite": ("url",), "postgres": ("url",), "parquet": ("path",),
-                      "json": ("path",), "console": ()}
 PROGRESS_MODES = ("auto", "lines", "off")
 LOG_FORMATS = ("text", "json")
 EVENT_TRIGGER = "event"
@@ -76,7 +71,7 @@ class ConfigError(MeltwaterError):
 
 @dataclass(frozen=True)
 class SinkConfig:
-    type: str
+    type: str  # a registered sink kind's name (aliases resolved)
     options: dict[str, Any]
 
 
@@ -93,6 +88,10 @@ class PipelineConfig:
     @property
     def event_driven(self) -> bool:
         return self.trigger == EVENT_TRIGGER
+
+    @property
+    def sink_placement(self) -> SinkPlacement:
+        return SinkPlacement(self.name, self.table, self.checkpoint)
 
 
 @dataclass(frozen=True)
@@ -264,12 +263,8 @@ def _pipeline(source: str, index: int, entry: Any) -> PipelineConfig:
         value = options_reader.get(key, (str, int, float, bool))
         options[key] = str(value).lower() if isinstance(value, bool) else str(value)
     _check_source_options(options_reader, table, options)
-    sink = _sink(reader.child("sink"), name)
-    if sink.type in ("sqlite", "postgres") and \
-            {k.lower(): v for k, v in options.items()}.get("schema-change", "fail") != "fail":
-        options_reader.fail("schema-change", "a mirror pipeline's stream runs with "
-                            "schema-change=fail, so a column added mid-stream is restarted "
-                            "into the mirror instead of projected away; remove the option")
+    sink = _sink(reader.child("sink"), name, table, checkpoint)
+    _check_sink_source_options(options_reader, sink, options)
     reader.done()
     return PipelineConfig(name, table, checkpoint, sink, trigger_text, interval, options)
 
@@ -284,32 +279,40 @@ def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) 
         reader.fail("", str(error))
 
 
-def _sink(reader: _Reader, pipeline: str) -> SinkConfig:
-    kind = reader.get("type", str, required=True)
-    kind = SINK_ALIASES.get(kind, kind)
-    if kind not in SINK_KEYS:
-        reader.fail("type", f"unknown sink {kind!r}; expected one of "
-                            f"{', '.join(sorted(SINK_KEYS))}")
-    options: dict[str, Any] = {}
-    for key, value_kind in SINK_KEYS[kind].items():
-        value = reader.get(key, value_kind, required=key in REQUIRED_SINK_KEYS[kind])
-        if value is not None:
-            options[key] = value
-    for key in ("key", "partition-by"):
-        if key in options and not all(isinstance(v, str) and v for v in options[key]):
+def _sink(reader: _Reader, pipeline: str, table: str, checkpoint: str) -> SinkConfig:
+    name = reader.get("type", str, required=True)
+    try:
+        kind = sink_kind(name)
+    except SinkError as error:
+        reader.fail("type", str(error))
+    placement = SinkPlacement(pipeline, table, checkpoint)
+    options: dict[str, Any] = dict(kind.defaults(placement)) if kind.defaults else {}
+    for key, option in kind.options.items():
+        value = reader.get(key, option.kind, required=option.required)
+        if value is None:
+            continue
+        if option.names and not all(isinstance(v, str) and v for v in value):
             reader.fail(key, "expected a list of column names")
-    if kind in ("sqlite", "postgres"):
-        options.setdefault("table", pipeline.replace(".", "_").replace("-", "_"))
-        _check_url(reader, kind, options["url"])
+        options[key] = value
+    url = options.get("url")
+    if kind.url_prefixes and url is not None and not url.startswith(kind.url_prefixes):
+        reader.fail("url", f"a {kind.name} sink needs a URL starting with "
+                           f"{' or '.join(kind.url_prefixes)}, got {redact_url(url)!r}")
     reader.done()
-    return SinkConfig(kind, options)
+    return SinkConfig(kind.name, options)
 
 
-def _check_url(reader: _Reader, kind: str, url: str) -> None:
-    schemes = {"sqlite": ("sqlite:///",), "postgres": ("postgresql://", "postgres://")}
-    if not url.startswith(schemes[kind]):
-        reader.fail("url", f"a {kind} sink needs a URL starting with "
-                           f"{' or '.join(schemes[kind])}, got {url!r}")
+def _check_sink_source_options(reader: _Reader, sink: SinkConfig,
+                               options: Mapping[str, str]) -> None:
+    """A source option the sink's kind fixes must not say otherwise (a mirror's stream runs
+    with schema-change=fail, so a column added mid-stream is restarted into the mirror
+    instead of projected away)."""
+    given = {k.lower(): v for k, v in options.items()}
+    kind = sink_kind(sink.type)
+    for key, needed in kind.source_options.items():
+        if given.get(key, needed) != needed:
+            reader.fail(key, f"a {sink.type} sink's stream runs with {key}={needed}, "
+                             f"{kind.source_options_reason}; remove the option")
 
 
 def _unique(source: str, pipelines: list[PipelineConfig]) -> None:

@@ -6,8 +6,8 @@ checkpoint and trigger. `poll()`, called by the service loop, reads the query's 
 (the offset it committed, the batch's duration and change counts) into metrics, health and
 the progress line; a failed query is logged, counted and restarted with backoff, resuming
 from its checkpoint. A query that stopped because the table's schema changed (mirror
-pipelines run with `schema-change=fail`, see `mirror_sink`) is restarted at once, not
-counted as a failure: the new query reads the new schema.
+pipelines run with `schema-change=fail`, see `meltwater.sinks.mirror_stream`) is restarted
+at once, not counted as a failure: the new query reads the new schema.
 
 The event-driven trigger is a zero-interval processing-time trigger whose source blocks in
 `latestOffset` until the table's watcher reports a commit (`watch-wait-ms`): a micro-batch
@@ -27,8 +27,8 @@ from meltwater.planner.errors import MeltwaterError
 from meltwater.service.config import AVAILABLE_NOW, PipelineConfig
 from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
-from meltwater.service.mirror_sink import MIRROR_SINKS, MIRROR_SOURCE_OPTIONS
 from meltwater.service.table_head import TableHead
+from meltwater.sinks.kinds import sink_kind
 from meltwater.stream.spark.query_start import start_query
 
 log = logging.getLogger("meltwater.service")
@@ -89,15 +89,14 @@ class PipelineRun:
 
     def start(self) -> None:
         config = self.config
-        options = dict(config.options)
-        if config.sink.type in MIRROR_SINKS:
-            options.update(MIRROR_SOURCE_OPTIONS)  # see mirror_sink: "Schema changes"
+        kind = sink_kind(config.sink.type)
+        options = {**config.options, **kind.source_options}  # e.g. a mirror's schema-change
         reader = self.spark.readStream.format("meltwater").options(**options)
         if config.event_driven:
             reader = reader.option("watch-wait-ms", EVENT_WAIT_MS)
         frame = reader.load(config.table)
         frame = self._observe(frame)
-        writer = self._sink_writer(frame)
+        writer = kind.writer(frame, config.sink.options, config.sink_placement)
         writer = writer.queryName(config.name).option("checkpointLocation", config.checkpoint)
         if config.trigger == AVAILABLE_NOW:
             writer = writer.trigger(availableNow=True)
@@ -118,18 +117,6 @@ class PipelineRun:
         counts = [F.sum(F.when(F.col("_change_type") == kind, 1).otherwise(0)).alias(kind)
                   for kind in CHANGE_TYPES]
         return frame.observe("meltwater_changes", *counts)
-
-    def _sink_writer(self, frame: Any) -> Any:
-        from meltwater.sinks.archive import archive_writer, console_writer
-
-        sink = self.config.sink
-        if sink.type in ("parquet", "json"):
-            return archive_writer(frame, sink.type, sink.options)
-        if sink.type == "console":
-            return console_writer(frame, sink.options)
-        from meltwater.service.mirror_sink import mirror_writer
-
-        return mirror_writer(frame, self.config)
 
     def stop(self, timeout_s: float) -> None:
         """Let a running batch finish for up to `timeout_s`, then stop the query."""

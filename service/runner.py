@@ -28,6 +28,7 @@ from meltwater.service.metrics import Health, ServiceMetrics, StatusServer
 from meltwater.service.pipeline import PipelineRun
 from meltwater.service.progress import ProgressDisplay
 from meltwater.service.table_head import TableHead
+from meltwater.sinks.kinds import sink_kind
 
 log = logging.getLogger("meltwater.service")
 TICK_S = 0.5
@@ -45,11 +46,10 @@ def preflight(config: ServiceConfig) -> None:
             parent = Path(pipeline.checkpoint).expanduser().resolve().parent
             if not parent.exists() and not _creatable(parent):
                 raise ConfigError(f"{where}.checkpoint: cannot create {parent}")
-        if pipeline.sink.type in ("sqlite", "postgres"):
-            from meltwater.service.mirror_sink import check_mirror
-
+        check = sink_kind(pipeline.sink.type).check
+        if check is not None:
             try:
-                check_mirror(pipeline)
+                check(pipeline.sink.options, pipeline.sink_placement)
             except MeltwaterError as error:
                 raise ConfigError(f"{where}.sink: {error}") from None
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from meltwater.sinks.errors import SinkError
+from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 
 DEFAULT_PARTITIONING = ("_commit_snapshot_id",)
 FORMAT_OPTIONS = {"json": {"ignoreNullFields": "false"}, "parquet": {}}
@@ -44,3 +45,21 @@ def console_writer(frame: Any, options: Mapping[str, Any]) -> Any:
     return (frame.writeStream.format("console").outputMode("append")
             .option("numRows", int(options.get("rows", 20)))
             .option("truncate", str(bool(options.get("truncate", False))).lower()))
+
+
+def _archive_kind(file_format: str) -> SinkKind:
+    def writer(frame: Any, options: Mapping[str, Any], _placement: SinkPlacement) -> Any:
+        return archive_writer(frame, file_format, options)
+
+    return SinkKind(file_format, {"path": SinkOption(str, required=True),
+                                  "partition-by": SinkOption(list, names=True)}, writer)
+
+
+def _console(frame: Any, options: Mapping[str, Any], _placement: SinkPlacement) -> Any:
+    return console_writer(frame, options)
+
+
+for _kind in (_archive_kind("parquet"), _archive_kind("json"),
+              SinkKind("console", {"rows": SinkOption(int), "truncate": SinkOption(bool)},
+                       _console)):
+    register_sink_kind(_kind)

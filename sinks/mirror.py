@@ -34,7 +34,7 @@ column names against the table's current schema (columns it cannot match are lef
 and named in a warning).
 
 Batch columns are matched to the schema's fields by the Iceberg field id they carry
-(`meltwater.stream` batches do; so do the service's, see `meltwater.service.mirror_sink`),
+(`meltwater.stream` batches do; so do the service's, see `meltwater.sinks.mirror_stream`),
 else by name: in the batch's schema, else the table's current one (a name those two give
 different ids, as after a drop and re-add, is refused rather than guessed). A field the
 batch carries but its schema lacks (added later, or dropped) is left out. A field of the

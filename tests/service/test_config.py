@@ -58,8 +58,8 @@ def test_durations(text, seconds):
      "pipelines[0].sink.partition: unknown key (did you mean 'partition-by'?)"),
     (minimal(options={"starting": "sometime"}), "pipelines[0].options: option starting="),
     (minimal(options={"schema-change": "project"}),
-     "pipelines[0].options.schema-change: a mirror pipeline's stream runs with "
-     "schema-change=fail"),
+     "pipelines[0].options.schema-change: a sqlite sink's stream runs with "
+     "schema-change=fail, so a column added mid-stream is restarted"),
     (minimal(sink={"type": "sqlite", "url": "sqlite:////tmp/m.db",
                    "keep-dropped-columns": "yes"}),
      "pipelines[0].sink.keep-dropped-columns: expected"),
@@ -116,3 +116,25 @@ def test_cli_rejects_a_bad_config_before_starting_anything(tmp_path, corpus):
         assert len(lines) == 1 and expected[case] in lines[0], result.stderr
         assert "Traceback" not in result.stderr
         assert elapsed < 20, f"took {elapsed:.1f}s: did it start Spark?"
+
+
+def test_a_registered_sink_kind_is_configured_by_its_own_keys():
+    """The service knows sinks only through `meltwater.sinks.kinds`: a kind registered there
+    is accepted with its keys, defaults and source options, and unknown keys are refused."""
+    from meltwater.sinks.kinds import SinkKind, SinkOption, register_sink_kind
+
+    register_sink_kind(SinkKind(
+        "test-queue", {"topic": SinkOption(str, required=True), "batch": SinkOption(int)},
+        writer=lambda frame, options, placement: None,
+        source_options={"compute-updates": "true"}, source_options_reason="for the test",
+        defaults=lambda placement: {"batch": len(placement.pipeline)}))
+    config = parse_config(minimal(sink={"type": "test-queue", "topic": "t"}))
+    assert config.pipelines[0].sink.options == {"topic": "t", "batch": len("orders")}
+    with pytest.raises(ConfigError, match=r"sink.topic: is required"):
+        parse_config(minimal(sink={"type": "test-queue"}))
+    with pytest.raises(ConfigError, match=r"sink.url: unknown key"):
+        parse_config(minimal(sink={"type": "test-queue", "topic": "t", "url": "x"}))
+    with pytest.raises(ConfigError, match=r"options.compute-updates: a test-queue sink's "
+                                          r"stream runs with compute-updates=true"):
+        parse_config(minimal(sink={"type": "test-queue", "topic": "t"},
+                             options={"compute-updates": "false"}))

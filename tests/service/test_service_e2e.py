@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from live.client import Commit, LiveWriter, truth_table
-from meltwater.service.mirror_sink import ledger_name
+from meltwater.sinks.mirror_stream import ledger_name
 from service.harness import Pipeline, ServiceProcess, free_port, write_config
 from service.mirror_check import differences, mirror_state, read_state, same_rows
 

@@ -20,7 +20,7 @@ from stream.replay import Replay
 
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
-from meltwater.service.mirror_sink import ledger_name
+from meltwater.sinks.mirror_stream import ledger_name
 from service.harness import Pipeline, ServiceProcess, free_port, write_config
 from sinks.mirror_read import fetch, mirror_columns, read_mirror
 

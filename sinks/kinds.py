@@ -1,0 +1,89 @@
+"""The kinds of sink a pipeline can write to, by the name its configuration gives.
+
+Each kind says what its configuration holds (`options`), what the change stream feeding
+it must be run with (`source_options`: a mirror needs `schema-change=fail`), what can be
+checked before anything starts (`check`: a mirror opens its database once) and how a
+streaming query writes to it (`writer`). The service reads all of that from here, so a new
+sink is one `register_sink_kind` call, not an edit of the service's config parser, its
+preflight and its query builder.
+
+The kinds meltwater ships register themselves where they are defined (`archive`:
+parquet, json, console; `mirror_stream`: sqlite, postgres), and importing `meltwater.sinks`
+imports both, as it registers the mirror's URL schemes.
+
+The URL-scheme registry in `meltwater.sinks.base` (`open_sink`) is the other half: it opens a
+`Sink` (applies batches exactly once by id) from a URL; the mirror kinds use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from meltwater.sinks.errors import SinkError
+
+
+@dataclass(frozen=True)
+class SinkOption:
+    """One key of a sink's configuration: its TOML type, and whether it must be given.
+
+    `names` marks a list of column names (each a non-empty string)."""
+
+    kind: type | tuple[type, ...]
+    required: bool = False
+    names: bool = False
+
+
+@dataclass(frozen=True)
+class SinkPlacement:
+    """Where a sink sits: the pipeline writing to it, its source table and checkpoint."""
+
+    pipeline: str
+    table: str
+    checkpoint: str
+
+
+# (frame, the sink's options, its placement) -> a DataStreamWriter not yet started
+WriterFactory = Callable[[Any, Mapping[str, Any], SinkPlacement], Any]
+Check = Callable[[Mapping[str, Any], SinkPlacement], None]
+
+
+@dataclass(frozen=True)
+class SinkKind:
+    """A kind of sink as a pipeline configuration names it (`type = "sqlite"`)."""
+
+    name: str
+    options: Mapping[str, SinkOption]
+    writer: WriterFactory
+    aliases: tuple[str, ...] = ()
+    url_prefixes: tuple[str, ...] = ()  # the `url` option must start with one of these
+    source_options: Mapping[str, str] = field(default_factory=dict)
+    source_options_reason: str = ""  # why, for the refusal of a config saying otherwise
+    defaults: Callable[[SinkPlacement], dict[str, Any]] | None = None
+    check: Check | None = None
+
+
+_KINDS: dict[str, SinkKind] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_sink_kind(kind: SinkKind) -> None:
+    """Make `sink_kind(name)` (and each alias) return `kind`."""
+    _KINDS[kind.name] = kind
+    for alias in kind.aliases:
+        _ALIASES[alias] = kind.name
+
+
+def sink_kind_names() -> list[str]:
+    """The registered kinds' names, sorted (aliases left out)."""
+    return sorted(_KINDS)
+
+
+def sink_kind(name: str) -> SinkKind:
+    """The kind registered under `name` or one of its aliases."""
+    kind = _KINDS.get(_ALIASES.get(name, name))
+    if kind is None:
+        raise SinkError(f"unknown sink {name!r}; expected one of "
+                        f"{', '.join(sink_kind_names())}")
+    return kind

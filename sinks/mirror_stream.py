@@ -1,0 +1,100 @@
+"""Database mirrors fed by a streaming query: the `sqlite` and `postgres` sink kinds.
+
+A pipeline's mirror is a `Mirror` (`meltwater.sinks.mirror`) applied by an exactly-once
+`foreachBatch` (`meltwater.sinks.spark_writer`).
+
+The ledger's pipeline name is the pipeline's name plus a digest of its checkpoint location:
+Spark's batch ids restart from 0 with a new checkpoint, so a pipeline pointed at a fresh
+checkpoint must not find its new batches "already applied" under the old one's ids.
+
+**Schema changes.** A stream's columns are fixed when its query starts
+(`meltwater.stream.watch.change_stream`, "Schema changes"), and by default a column added
+later is projected away: a mirror would silently lose it. So a mirror kind asks for streams run with
+`schema-change=fail` (its `source_options`; a configuration asking otherwise is refused):
+the stream emits every commit before the change, then stops, and the service restarts the
+query at once (`meltwater.service.pipeline.is_schema_change`), which reads the new schema;
+the first batch carrying it makes the mirror apply the DDL in that batch's transaction.
+Renames do not stop the stream (it keeps the old name): each batch carries the stream's
+field ids (`stream_field_ids`, read from the table as the query starts), so the mirror
+follows the rename by id at the first batch whose commit has the new name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from meltwater.planner.metadata import load_table
+from meltwater.sinks.errors import SchemaChangeNotMirroredError
+from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
+from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+
+MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
+
+
+def ledger_name(name: str, checkpoint: str) -> str:
+    """The name a pipeline's batches go by in the mirror's ledger."""
+    digest = hashlib.sha256(checkpoint.encode()).hexdigest()[:8]
+    return f"{name}@{digest}"
+
+
+def open_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
+    from meltwater.sinks.base import open_sink
+
+    return open_sink(options["url"], table=options["table"], source=placement.table,
+                     key_columns=options.get("key"),
+                     pipeline=ledger_name(placement.pipeline, placement.checkpoint),
+                     keep_dropped_columns=bool(options.get("keep-dropped-columns", False)))
+
+
+def check_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> None:
+    """Open the mirror once (connect, create or check its table, resolve the key): what can
+    fail there fails before the service starts."""
+    open_mirror(options, placement).close()
+
+
+def stream_field_ids(table: str, columns: Sequence[str]) -> dict[str, int]:
+    """The field ids of a starting stream's columns, from the table's current schema; the
+    names must be exactly that schema's, else the table changed while the query started
+    (the query is then failed and restarted)."""
+    schema = load_table(table).metadata.schema
+    by_name = {f.name: f.field_id for f in schema.fields}
+    data = [c for c in columns if c not in METADATA_COLUMNS and c not in LINEAGE_COLUMNS]
+    if sorted(data) != sorted(by_name):
+        raise SchemaChangeNotMirroredError(
+            f"table {table} changed its schema while the mirror's query started (stream "
+            f"columns {', '.join(data)}; table columns {', '.join(by_name)}): restarting")
+    return {name: by_name[name] for name in data}
+
+
+def mirror_writer(frame: Any, options: Mapping[str, Any], placement: SinkPlacement) -> Any:
+    """`frame.writeStream.foreachBatch(...)` applying each micro-batch to the mirror, the
+    batches carrying the stream's field ids."""
+    from meltwater.sinks.spark_writer import foreach_batch
+
+    field_ids = stream_field_ids(placement.table, frame.columns)
+    return frame.writeStream.foreachBatch(
+        foreach_batch(lambda: open_mirror(options, placement), field_ids))
+
+
+def _default_table(placement: SinkPlacement) -> dict[str, Any]:
+    """The mirror table is named after the pipeline unless the config says otherwise."""
+    return {"table": placement.pipeline.replace(".", "_").replace("-", "_")}
+
+
+def _mirror_kind(name: str, url_prefixes: tuple[str, ...],
+                 aliases: tuple[str, ...] = ()) -> SinkKind:
+    return SinkKind(name, {"url": SinkOption(str, required=True), "table": SinkOption(str),
+                           "key": SinkOption(list, names=True),
+                           "keep-dropped-columns": SinkOption(bool)},
+                    mirror_writer, aliases=aliases, url_prefixes=url_prefixes,
+                    source_options=MIRROR_SOURCE_OPTIONS,
+                    source_options_reason="so a column added mid-stream is restarted into "
+                                          "the mirror instead of projected away",
+                    defaults=_default_table,
+                    check=check_mirror)
+
+
+register_sink_kind(_mirror_kind("sqlite", ("sqlite:///",)))
+register_sink_kind(_mirror_kind("postgres", ("postgresql://", "postgres://"), ("postgresql",)))
