@@ -66,6 +66,14 @@ class DeletedRowsTask:
     deletes_after: tuple[DeleteFileRef, ...]
     added_deletes: tuple[DeleteFileRef, ...] = ()
 
+    @property
+    def may_undelete(self) -> bool:
+        """Whether a delete that applied before the commit no longer does, so the task
+        could yield INSERTs: normal commits never do this, but a DV replaced by one with
+        fewer positions would."""
+        after = {ref.key for ref in self.deletes_after}
+        return any(ref.key not in after for ref in self.deletes_before)
+
 
 ChangeTask = AddedRowsTask | DeletedDataFileTask | DeletedRowsTask
 

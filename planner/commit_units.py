@@ -36,10 +36,6 @@ from meltwater.planner.change_tasks import AddedRowsTask, ChangeTask, DeletedRow
 from meltwater.planner.partitioning import PartitionSpec
 
 
-def _keys(refs) -> set[tuple[str, int | None]]:
-    return {(r.file.file_path, r.file.content_offset) for r in refs}
-
-
 def is_one_way(tasks: Sequence[ChangeTask]) -> bool:
     """Whether the tasks only add or only remove rows: then no row of one task can cancel
     or pair with a row of another (a DeletedRowsTask whose old deletes no longer all apply
@@ -47,8 +43,7 @@ def is_one_way(tasks: Sequence[ChangeTask]) -> bool:
     if all(isinstance(t, AddedRowsTask) for t in tasks):
         return True
     return not any(isinstance(t, AddedRowsTask) for t in tasks) and all(
-        not isinstance(t, DeletedRowsTask) or _keys(t.deletes_before) <= _keys(t.deletes_after)
-        for t in tasks)
+        not isinstance(t, DeletedRowsTask) or not t.may_undelete for t in tasks)
 
 
 class _UnionFind:
@@ -146,8 +141,7 @@ def commit_units(tasks: Sequence[ChangeTask], specs: dict[int, PartitionSpec],
         if isinstance(task, DeletedRowsTask):
             for ref in task.added_deletes:
                 if ref.is_equality:
-                    by_delete.setdefault((ref.file.file_path, ref.file.content_offset),
-                                         []).append(index)
+                    by_delete.setdefault(ref.key, []).append(index)
     for members in by_delete.values():
         rows.union_all(members)
     # Key groups: a coarser relation over the same groups, only key-sourced fields count.

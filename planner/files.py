@@ -62,6 +62,12 @@ class DataFile:
     def is_deletion_vector(self) -> bool:
         return self.file_format == "PUFFIN"
 
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """What tells this file from every other: its path, and for a deletion vector also
+        its blob's offset, because the DVs of many data files share one Puffin file."""
+        return self.file_path, self.content_offset
+
 
 @dataclass(frozen=True)
 class ManifestEntry:

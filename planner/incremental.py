@@ -228,10 +228,6 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
     return ChangeRange(start, to.snapshot_id, tuple(commits), tuple(expired))
 
 
-def _key(ref: DeleteFileRef) -> tuple[str, int | None]:
-    return ref.file.file_path, ref.file.content_offset
-
-
 def _partition_may_be_in(manifest: ManifestFile, partition: tuple[Any, ...]) -> bool:
     """Could a manifest hold files of this partition, judging by its summaries?"""
     summaries = manifest.partitions
@@ -409,13 +405,12 @@ class IncrementalPlanner:
                 continue
             was = before.for_data_file(entry.sequence_number, entry.file)
             now = after.for_data_file(entry.sequence_number, entry.file)
-            was_keys = {_key(r) for r in was}
-            now_keys = {_key(r) for r in now}
-            if was_keys == now_keys:
+            was_keys = {r.key for r in was}
+            if was_keys == {r.key for r in now}:
                 continue
             tasks.append(DeletedRowsTask(
                 commit, entry.file, entry.sequence_number, was, now,
-                tuple(r for r in now if _key(r) not in was_keys)))
+                tuple(r for r in now if r.key not in was_keys)))
         for entry in added_data:
             if self._may_match(entry.file):
                 tasks.append(AddedRowsTask(
@@ -435,7 +430,7 @@ class IncrementalPlanner:
         if context.is_empty() or not delete_manifests:
             return before, after
         sid = snapshot.snapshot_id
-        added_keys = {(e.file.file_path, e.file.content_offset) for e in added}
+        added_keys = {e.file.key for e in added}
         for manifest in delete_manifests:
             unpartitioned = self.metadata.specs[manifest.partition_spec_id].is_unpartitioned
             if not unpartitioned and not context.may_hold(manifest):
@@ -447,8 +442,7 @@ class IncrementalPlanner:
                 ref = DeleteFileRef(entry.file, entry.sequence_number)
                 after.add(ref)
                 is_new = entry.snapshot_id == sid and entry.status == EntryStatus.ADDED
-                if not is_new or (entry.file.file_path, entry.file.content_offset) \
-                        not in added_keys:
+                if not is_new or entry.file.key not in added_keys:
                     before.add(ref)
         for entry in removed:
             before.add(DeleteFileRef(entry.file, entry.sequence_number))

@@ -192,11 +192,11 @@ class ManifestGroup:
         """One task per data file: the file, its applicable deletes and its residual."""
         deletes = deletes if deletes is not None else self.delete_index()
         tasks = []
-        matched: set[str] = set()
+        matched: set[tuple[str, int | None]] = set()
         for _, entry in self.entries():
             data_file = entry.file
             applied = deletes.for_data_file(entry.sequence_number, data_file)
-            matched.update(ref.file.file_path + str(ref.file.content_offset) for ref in applied)
+            matched.update(ref.key for ref in applied)
             tasks.append(FileScanTask(
                 data_file=data_file, sequence_number=entry.sequence_number, deletes=applied,
                 residual=self._residual(data_file.spec_id, data_file.partition)))

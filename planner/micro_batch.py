@@ -103,7 +103,7 @@ def _delete_bytes(refs: Sequence[DeleteFileRef]) -> int:
     for ref in refs:
         file = ref.file
         size = file.content_size_in_bytes or file.file_size_in_bytes
-        seen[(file.file_path, file.content_offset)] = size
+        seen[file.key] = size
     return sum(seen.values())
 
 

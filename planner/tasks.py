@@ -22,6 +22,11 @@ class DeleteFileRef:
     sequence_number: int
 
     @property
+    def key(self) -> tuple[str, int | None]:
+        """The delete file's `DataFile.key`: two refs with equal keys are one delete file."""
+        return self.file.key
+
+    @property
     def is_position(self) -> bool:
         return self.file.content == FileContent.POSITION_DELETES
 

@@ -228,8 +228,8 @@ class DeleteLoader:
         if file.is_deletion_vector:
             if file.referenced_data_file not in (None, data_file_path):
                 return pa.array([], pa.int64())
-            key = ("dv", file.file_path, file.content_offset)
-            return self._cached(key, lambda: _sized(read_deletion_vector(self.io, file)))
+            return self._cached(("dv", *file.key),
+                                lambda: _sized(read_deletion_vector(self.io, file)))
         by_path = self._cached(("pos", file.file_path),
                                lambda: _sized_dict(read_position_deletes(self.io, file)))
         found = by_path.get(data_file_path)
@@ -244,9 +244,9 @@ class DeleteLoader:
         budget = self.max_cache_bytes // 2
         seen: set[tuple[str, int | None]] = set()
         for file in files:
-            if (file.file_path, file.content_offset) in seen:
+            if file.key in seen:
                 continue
-            seen.add((file.file_path, file.content_offset))
+            seen.add(file.key)
             budget -= 8 * (file.record_count or 0)
             if budget < 0:
                 return

@@ -174,20 +174,8 @@ def reconstruct_range(commits: Iterable[CommitChanges], projection: Schema, io: 
 # -- one commit ------------------------------------------------------------------------------
 
 
-def _ref_key(ref: DeleteFileRef) -> tuple[str, int | None]:
-    """A delete file's identity: DVs of many data files share one Puffin file."""
-    return ref.file.file_path, ref.file.content_offset
-
-
 def _keys(refs: Iterable[DeleteFileRef]) -> set[tuple[str, int | None]]:
-    return {_ref_key(r) for r in refs}
-
-
-def _may_undelete(task: ChangeTask) -> bool:
-    """Whether a task could yield INSERTs: a delete that applied before no longer does
-    (normal commits never do this, but a replaced DV with fewer positions would)."""
-    return isinstance(task, DeletedRowsTask) and not _keys(task.deletes_before) <= _keys(
-        task.deletes_after)
+    return {r.key for r in refs}
 
 
 class _CommitRun:
@@ -217,7 +205,7 @@ class _CommitRun:
         leaving = [t for t in tasks if not isinstance(t, AddedRowsTask)]
         arriving = [t for t in tasks if isinstance(t, AddedRowsTask)]
         compare = not self.options.keep_carryover or self.options.pairs_updates
-        may_undelete = any(_may_undelete(t) for t in leaving)
+        may_undelete = any(isinstance(t, DeletedRowsTask) and t.may_undelete for t in leaving)
         if compare and leaving and (arriving or may_undelete):
             yield from self._compared(self._raw(leaving, arriving))
             return
@@ -329,8 +317,8 @@ class _CommitRun:
         trusted = [d for d in task.added_deletes
                    if d.is_equality and d.file.file_path in self.trusted]
         trusted_keys = _keys(trusted)
-        after = tuple(d for d in task.deletes_after if _ref_key(d) not in trusted_keys)
-        added = tuple(d for d in task.added_deletes if _ref_key(d) not in trusted_keys)
+        after = tuple(d for d in task.deletes_after if d.key not in trusted_keys)
+        added = tuple(d for d in task.added_deletes if d.key not in trusted_keys)
         before = task.deletes_before
         if _keys(after) == _keys(before):
             return  # nothing changed for this file but trusted equality deletes
