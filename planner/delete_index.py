@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.manifests import FILE_PATH_ID
 from meltwater.planner.partitioning import PartitionSpec
+from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID
 from meltwater.planner.tasks import DeleteFileRef
 from meltwater.planner.types import IcebergType, PrimitiveType
 
@@ -60,8 +60,8 @@ def referenced_data_file(delete: DataFile) -> str | None:
     if delete.referenced_data_file is not None:
         return delete.referenced_data_file
     if delete.content == FileContent.POSITION_DELETES:
-        lower = delete.lower_bounds.get(FILE_PATH_ID)
-        upper = delete.upper_bounds.get(FILE_PATH_ID)
+        lower = delete.lower_bounds.get(DELETE_FILE_PATH_ID)
+        upper = delete.upper_bounds.get(DELETE_FILE_PATH_ID)
         if lower is not None and lower == upper:
             return lower
     return None
@@ -175,6 +175,6 @@ def _only_nulls(file: DataFile, field_id: int) -> bool:
 
 def _may_name_path(delete: DataFile, path: str) -> bool:
     """A partition-scoped position delete file's path bounds may exclude a data file."""
-    lower = delete.lower_bounds.get(FILE_PATH_ID)
-    upper = delete.upper_bounds.get(FILE_PATH_ID)
+    lower = delete.lower_bounds.get(DELETE_FILE_PATH_ID)
+    upper = delete.upper_bounds.get(DELETE_FILE_PATH_ID)
     return not ((lower is not None and path < lower) or (upper is not None and path > upper))

@@ -39,12 +39,12 @@ from meltwater.planner.files import (
 from meltwater.planner.metadata import Snapshot, TableMetadata
 from meltwater.planner.metric_maps import MetricMap
 from meltwater.planner.partitioning import PartitionSpec
+from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID, DELETE_POS_ID
 from meltwater.planner.types import LONG, STRING, IcebergType, PrimitiveType
 
-# Reserved field ids of position delete files' columns (spec: "Reserved Field IDs").
-FILE_PATH_ID = 2147483546
-POS_ID = 2147483545
-RESERVED_TYPES: dict[int, IcebergType] = {FILE_PATH_ID: STRING, POS_ID: LONG}
+# Position delete files' columns have bounds in manifests; other reserved columns' bounds
+# (v3 lineage columns a writer stored) do not describe the values read, so stay undecoded.
+RESERVED_TYPES: dict[int, IcebergType] = {DELETE_FILE_PATH_ID: STRING, DELETE_POS_ID: LONG}
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
 from meltwater.planner.types import LONG, NestedField
 from meltwater.stream.errors import ChangeOptionError
 
@@ -41,11 +42,10 @@ CANONICAL_NAMES: dict[str, str] = {
     name: iceberg for names in CHANGE_TYPE_NAMES.values() for iceberg, name in names.items()}
 
 # v3 row lineage, as the spec reserves it: each change row can say which row it is.
-ROW_ID_ID = 2147483540
-LAST_UPDATED_ID = 2147483539
 LINEAGE_FIELDS = (NestedField(ROW_ID_ID, "_row_id", LONG, False),
-                  NestedField(LAST_UPDATED_ID, "_last_updated_sequence_number", LONG, False))
-LINEAGE_IDS = frozenset({ROW_ID_ID, LAST_UPDATED_ID})
+                  NestedField(LAST_UPDATED_SEQUENCE_NUMBER_ID, "_last_updated_sequence_number",
+                              LONG, False))
+LINEAGE_IDS = frozenset({ROW_ID_ID, LAST_UPDATED_SEQUENCE_NUMBER_ID})
 LINEAGE_COLUMNS = tuple(f.name for f in LINEAGE_FIELDS)
 
 EQUALITY_DELETE_MODES = ("resolve", "trust-payload")

@@ -47,14 +47,13 @@ from meltwater.planner.delete_index import referenced_data_file
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
+from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID, DELETE_POS_ID
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import field_id
 from meltwater.stream.engine.formats import open_source
 from meltwater.stream.engine.projection import FileProjection, has_field_ids
 from meltwater.stream.errors import CorruptDeleteFileError, UnreadableFileError
 
-FILE_PATH_ID = 2147483546
-POS_ID = 2147483545
 DV_MAGIC = b"\xd1\xd3\x39\x64"
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 _READ_BATCH = 1 << 20
@@ -340,13 +339,13 @@ def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
     if found is not None:
         return found
     try:
-        table = _read_columns(io, file, {FILE_PATH_ID: "file_path", POS_ID: "pos"})
+        table = _read_columns(io, file, {DELETE_FILE_PATH_ID: "file_path", DELETE_POS_ID: "pos"})
     except UnreadableFileError as error:
         if isinstance(error, CorruptDeleteFileError):
             raise
         raise CorruptDeleteFileError(str(error)) from None
-    paths = table.column(str(FILE_PATH_ID))
-    positions = table.column(str(POS_ID))
+    paths = table.column(str(DELETE_FILE_PATH_ID))
+    positions = table.column(str(DELETE_POS_ID))
     if paths.null_count or positions.null_count:
         raise CorruptDeleteFileError(f"{file.file_path}: position delete file has null file_path "
                                 "or pos values")
@@ -441,7 +440,7 @@ def _reserved_ids(schema: pa.Schema) -> bool:
            if schema.get_field_index(name) >= 0}
     if len(ids) != 2:
         return False
-    return (ids == {"file_path": FILE_PATH_ID, "pos": POS_ID}
+    return (ids == {"file_path": DELETE_FILE_PATH_ID, "pos": DELETE_POS_ID}
             or not has_field_ids(schema))
 
 

@@ -42,13 +42,13 @@ import pyarrow.compute as pc
 from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, Expression, predicates
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
+from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema
 from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter
 from meltwater.stream.engine.arrow_schema import (
     to_arrow_type,
 )
-from meltwater.stream.engine.change_schema import LAST_UPDATED_ID, ROW_ID_ID
 from meltwater.stream.engine.formats import any_between, open_source
 from meltwater.stream.engine.projection import FileProjection
 
@@ -157,10 +157,10 @@ class _Lineage:
     def for_file(cls, data_file: DataFile, projection: Schema,
                  sequence_number: int | None) -> _Lineage | None:
         names = {f.field_id: f.name for f in projection.fields}
-        if ROW_ID_ID not in names and LAST_UPDATED_ID not in names:
+        if ROW_ID_ID not in names and LAST_UPDATED_SEQUENCE_NUMBER_ID not in names:
             return None
-        return cls(names.get(ROW_ID_ID), names.get(LAST_UPDATED_ID), data_file.first_row_id,
-                   sequence_number)
+        return cls(names.get(ROW_ID_ID), names.get(LAST_UPDATED_SEQUENCE_NUMBER_ID),
+                   data_file.first_row_id, sequence_number)
 
     def fill(self, first: int, batch: pa.RecordBatch) -> pa.RecordBatch:
         n = batch.num_rows

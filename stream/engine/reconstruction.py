@@ -59,6 +59,14 @@ from meltwater.planner.change_tasks import (
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
+from meltwater.planner.reserved_field_ids import (
+    CHANGE_ORDINAL_ID,
+    CHANGE_TYPE_ID,
+    COMMIT_SNAPSHOT_ID_ID,
+    DELETE_FILE_PATH_ID,
+    DELETE_POS_ID,
+    DELETE_ROW_ID,
+)
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema, StructType
 from meltwater.stream.engine.arrow_constants import constant_array
@@ -75,7 +83,7 @@ from meltwater.stream.engine.change_schema import (
     INSERT,
     ChangeOptions,
 )
-from meltwater.stream.engine.deletes import FILE_PATH_ID, POS_ID, DeleteLoader
+from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.formats import open_source
 from meltwater.stream.engine.projection import FileProjection
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
@@ -86,10 +94,7 @@ from meltwater.stream.engine.updates import (
     remove_carryover,
 )
 
-ROW_ID = 2147483544  # the `row` column of position delete files: the deleted row
-CHANGE_TYPE_ID = 2147483543
-CHANGE_ORDINAL_ID = 2147483542
-COMMIT_SNAPSHOT_ID_ID = 2147483541
+
 def _meta_field(name: str, type_: pa.DataType, fid: int | None) -> pa.Field:
     metadata = {FIELD_ID_KEY: str(fid).encode()} if fid is not None else None
     return pa.field(name, type_, nullable=False, metadata=metadata)
@@ -484,7 +489,7 @@ def _carries_no_rows(file: DataFile) -> bool:
     (the data file is read instead), never a wrong row.
     """
     seen = file.column_sizes.keys() | file.value_counts.keys() | file.null_value_counts.keys()
-    return bool(seen) and seen <= {FILE_PATH_ID, POS_ID}
+    return bool(seen) and seen <= {DELETE_FILE_PATH_ID, DELETE_POS_ID}
 
 
 class _Payload:
@@ -508,7 +513,7 @@ class _Payload:
         """Read a position delete file's payload, or None when it has no `row` column or
         the column lacks a projected field (the data file must be read then)."""
         source = open_source(file.file_path, file.file_format, run.io)
-        row = next((f for f in source.schema if field_id(f) == ROW_ID), None)
+        row = next((f for f in source.schema if field_id(f) == DELETE_ROW_ID), None)
         if row is None or not pa.types.is_struct(row.type):
             return None
         target = pa.struct(list(run.table_schema))
@@ -519,9 +524,9 @@ class _Payload:
         projected = set(run.paths)
         extra_ids = [fid for f in row.type
                      if (fid := field_id(f)) is not None and fid not in projected]
-        wrapper = Schema((NestedField(ROW_ID, "row", StructType(run.projection.fields)),))
+        wrapper = Schema((NestedField(DELETE_ROW_ID, "row", StructType(run.projection.fields)),))
         plan = FileProjection(source, wrapper,
-                              dict.fromkeys([FILE_PATH_ID, POS_ID, *extra_ids]))
+                              dict.fromkeys([DELETE_FILE_PATH_ID, DELETE_POS_ID, *extra_ids]))
         batches = [plan.project(b)
                    for _, b in source.batches(plan.selection, 1 << 20) if b.num_rows]
         keys = projected | set(extra_ids)
@@ -530,10 +535,10 @@ class _Payload:
         raw = pa.Table.from_batches(batches).combine_chunks()
         rows = raw.column("row").chunk(0)
         columns = {f.name: rows.field(i) for i, f in enumerate(run.table_schema)}
-        columns[_POS] = raw.column(f"__meltwater_{POS_ID}").cast(pa.int64())
+        columns[_POS] = raw.column(f"__meltwater_{DELETE_POS_ID}").cast(pa.int64())
         for fid in extra_ids:
             columns[_key_column(fid)] = raw.column(f"__meltwater_{fid}")
-        paths = raw.column(f"__meltwater_{FILE_PATH_ID}").chunk(0)
+        paths = raw.column(f"__meltwater_{DELETE_FILE_PATH_ID}").chunk(0)
         fields = [*run.table_schema, pa.field(_POS, pa.int64()),
                   *(pa.field(_key_column(fid), columns[_key_column(fid)].type)
                     for fid in extra_ids)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from meltwater.planner.delete_index import DeleteFileIndex
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.manifests import FILE_PATH_ID
 from meltwater.planner.partitioning import PartitionField, PartitionSpec
+from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID
 from meltwater.planner.tasks import DeleteFileRef
 from meltwater.planner.types import INT, STRING
 
@@ -70,7 +70,8 @@ def test_partition_spec_must_match_not_only_the_values():
 
 
 def test_file_scoped_position_deletes_apply_to_their_file_only():
-    scoped = pos("p", lower_bounds={FILE_PATH_ID: "d1"}, upper_bounds={FILE_PATH_ID: "d1"})
+    scoped = pos("p", lower_bounds={DELETE_FILE_PATH_ID: "d1"},
+                 upper_bounds={DELETE_FILE_PATH_ID: "d1"})
     referenced = pos("r", referenced_data_file="d2")
     idx = index((scoped, 5), (referenced, 5))
     assert paths(idx.for_data_file(1, data("d1"))) == ["p"]
@@ -79,7 +80,8 @@ def test_file_scoped_position_deletes_apply_to_their_file_only():
 
 
 def test_partition_scoped_position_deletes_are_pruned_by_path_bounds():
-    ranged = pos("p", lower_bounds={FILE_PATH_ID: "d2"}, upper_bounds={FILE_PATH_ID: "d5"})
+    ranged = pos("p", lower_bounds={DELETE_FILE_PATH_ID: "d2"},
+                 upper_bounds={DELETE_FILE_PATH_ID: "d5"})
     idx = index((ranged, 5))
     assert paths(idx.for_data_file(1, data("d3"))) == ["p"]
     assert paths(idx.for_data_file(1, data("d1"))) == []
