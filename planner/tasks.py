@@ -53,11 +53,6 @@ class FileScanTask:
     length: int | None = None
 
     @property
-    def is_split(self) -> bool:
-        return self.length is not None and not (
-            self.start == 0 and self.length >= self.data_file.file_size_in_bytes)
-
-    @property
     def size_in_bytes(self) -> int:
         """Bytes this task reads: its range plus its delete files, for bin-packing."""
         own = self.data_file.file_size_in_bytes if self.length is None else self.length

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from meltwater.planner.errors import MeltwaterError
@@ -36,14 +35,6 @@ log = logging.getLogger("meltwater.service")
 CHANGE_TYPES = ("INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER")
 EVENT_WAIT_MS = "250"
 MAX_BACKOFF_S = 60.0
-
-
-@dataclass
-class Reached:
-    """Where a pipeline's sink is: the newest snapshot whose changes it holds in full."""
-
-    snapshot_id: int | None
-    batch_id: int
 
 
 def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:

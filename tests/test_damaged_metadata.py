@@ -254,7 +254,8 @@ def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_
     import pyarrow.parquet as pq
 
     from meltwater.planner.manifests import ManifestReader
-    from meltwater.stream.engine.reader import read_data_file
+    from meltwater.planner.tasks import FileScanTask
+    from meltwater.stream.engine.reader import read_task
     from meltwater.stream.errors import UnreadableFileError
 
     table = load_table(corpus.scenarios["cow_partitioned"].location)
@@ -272,10 +273,11 @@ def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_
         pq.write_table(table_, path)
         file = dataclasses.replace(entry.file, file_path=str(path),
                                    file_size_in_bytes=path.stat().st_size)
-        return pa.Table.from_batches(list(read_data_file(file, metadata.schema, table.io)))
+        return pa.Table.from_batches(list(read_task(FileScanTask(file, 0), metadata.schema,
+                                                    table.io)))
 
-    expected = pa.Table.from_batches(list(read_data_file(entry.file, metadata.schema,
-                                                         table.io)))
+    expected = pa.Table.from_batches(list(read_task(FileScanTask(entry.file, 0),
+                                                    metadata.schema, table.io)))
     assert rows_of(plain, "by-name.parquet").equals(expected)  # matched by name
     renamed = plain.rename_columns([f"c{i}" for i in range(plain.num_columns)])
     with pytest.raises(UnreadableFileError, match=r"foreign\.parquet: the file has no field ids "

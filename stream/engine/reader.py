@@ -290,9 +290,3 @@ def _type_at(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
     for name in path[1:]:
         type_ = type_.field(name).type
     return type_
-
-
-def read_data_file(data_file: DataFile, projection: Schema, io: FileIO, *,
-                   batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-    """A whole file in `projection` columns, no deletes: the rows a file added."""
-    yield from read_task(FileScanTask(data_file, 0), projection, io, batch_size=batch_size)
