@@ -54,13 +54,10 @@ from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import load_table
 from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
 from meltwater.stream.errors import OptionError, SchemaChangedError
+from meltwater.stream.spark.arrow_types import spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.spark.source import change_schema_for
-from meltwater.stream.spark.stream_reader import (
-    ChangePartition,
-    MeltwaterStreamReader,
-    arrow_schema,
-)
+from meltwater.stream.spark.stream_reader import ChangePartition, MeltwaterStreamReader
 
 pytestmark = pytest.mark.corpus
 
@@ -116,7 +113,7 @@ def _rows(reader: MeltwaterStreamReader, partitions) -> pa.Table:
     """Read partitions as executors do: the reader and each partition pickled."""
     executor = pickle.loads(pickle.dumps(reader))
     batches = [b for p in partitions for b in executor.read(pickle.loads(pickle.dumps(p)))]
-    return pa.Table.from_batches(batches, schema=arrow_schema(reader.schema))
+    return pa.Table.from_batches(batches, schema=spark_arrow_schema(reader.schema))
 
 
 def _all_rows(reader, batches) -> pa.Table:

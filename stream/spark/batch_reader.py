@@ -14,7 +14,8 @@ planner's frozen task dataclasses and schemas), and `read` opens its own `FileIO
   collapse the whole range, so they are one partition.
 
 `read` yields Arrow record batches in exactly the Spark schema's columns and types (cast
-when Spark's types differ, e.g. `fixed` -> binary), never Python rows.
+when Spark's types differ, e.g. `fixed` -> binary: `meltwater.stream.spark.arrow_types`),
+never Python rows.
 
 Filters (`pushFilters`): translated by `meltwater.stream.spark.filters`, used by the
 planner for manifest, data file and delete file pruning and applied to the rows, so Spark
@@ -34,7 +35,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from meltwater.planner.change_tasks import CommitChanges
@@ -51,6 +51,7 @@ from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS,
 from meltwater.stream.engine.reconstruction import reconstruct, reconstruct_range
 from meltwater.stream.engine.scan import DEFAULT_BATCH_SIZE, read_tasks
 from meltwater.stream.errors import OptionError, UnreadableFileError
+from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters
 from meltwater.stream.spark.options import (
     change_options,
@@ -74,18 +75,6 @@ def wants_change_schema(options: Mapping[str, str]) -> bool:
     lowered = {str(k).lower() for k in options}
     return is_change_read(options) or any(
         k.startswith(_STREAM_ONLY_PREFIXES) or k in _STREAM_ONLY_NAMES for k in lowered)
-
-
-def spark_schema(arrow_schema: pa.Schema) -> StructType:
-    """Spark's view of an engine schema: timestamps (tz -> TIMESTAMP, none -> TIMESTAMP_NTZ),
-    decimals, binary, structs, lists and maps map one to one; `fixed`/`uuid` become BINARY,
-    `time` TIME(6) and nanosecond timestamps microsecond ones (read truncated)."""
-    return from_arrow_schema(arrow_schema)
-
-
-def spark_arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark checks `read()`'s batches against (as its worker builds it)."""
-    return to_arrow_schema(schema, timezone="UTC")
 
 
 # -- what a read is, resolved against one metadata file --------------------------------------
@@ -283,28 +272,13 @@ class MeltwaterBatchReader(DataSourceReader):
             batches = _change_batches(partition, self.batch_size)
         else:  # Spark's placeholder when there is nothing to read
             return
-        names = target.names
         for batch in batches:
-            if not batch.num_rows:
-                continue
-            if batch.schema.names != names:
-                batch = batch.select(names)
-            if not batch.schema.equals(target):
-                batch = _cast(batch, target)
-            yield batch
+            if batch.num_rows:
+                yield conform(batch, target, _unfit_for_read_schema)
 
 
-def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """A batch in Spark's types: `fixed` -> binary, `time` -> Spark's TIME, nanosecond
-    timestamps truncated to microseconds, or a user-given schema's types when they fit."""
-    try:
-        return batch.cast(target)
-    except pa.ArrowInvalid as error:
-        nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in batch.schema)
-        if nanos:  # Spark holds microseconds: truncate, as its own readers do
-            return batch.cast(target, safe=False)
-        raise UnreadableFileError(f"cannot return the rows in the read schema ({error}); "
-                             "give a schema whose types fit the table's") from None
+def _unfit_for_read_schema(what: str) -> UnreadableFileError:
+    return UnreadableFileError(f"{what}; give a schema whose types fit the table's")
 
 
 def _change_batches(partition: ChangePartition, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -320,5 +294,4 @@ def _change_batches(partition: ChangePartition, batch_size: int) -> Iterator[pa.
 
 
 __all__ = ["METADATA_COLUMNS", "ChangePartition", "MeltwaterBatchReader", "ResolvedRead",
-           "SnapshotPartition", "change_kwargs", "resolve_read", "spark_arrow_schema",
-           "spark_schema", "wants_change_schema"]
+           "SnapshotPartition", "change_kwargs", "resolve_read", "wants_change_schema"]

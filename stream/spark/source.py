@@ -24,7 +24,8 @@ the change rows of the range with `_change_type`, `_change_ordinal`, `_commit_sn
 
 Schemas: Iceberg `timestamptz` is Spark TIMESTAMP, `timestamp` TIMESTAMP_NTZ; decimals,
 binary, structs, lists and maps map one to one; `uuid` and `fixed` read as BINARY, `time`
-as TIME(6), and nanosecond timestamps are truncated to microseconds (Spark's precision).
+as TIME(6), and nanosecond timestamps are truncated to microseconds (Spark's precision;
+`meltwater.stream.spark.arrow_types`).
 
 Filters in WHERE clauses are pushed to meltwater where its semantics are exactly Spark's
 (`meltwater.stream.spark.filters`); the batch reader logs what was pushed at INFO.
@@ -82,7 +83,8 @@ class MeltwaterDataSource(DataSource):
         return "meltwater"
 
     def schema(self) -> StructType:
-        from meltwater.stream.spark.batch_reader import resolve_read, spark_schema
+        from meltwater.stream.spark.arrow_types import spark_schema
+        from meltwater.stream.spark.batch_reader import resolve_read
 
         read = resolve_read(self.options)
         # Pin the metadata file: the reader plans against the table this schema describes,
@@ -106,7 +108,8 @@ def change_schema_for(options: Mapping[str, str]) -> StructType:
     """The schema of change rows for these options: the table schema of the range's end
     (the current snapshot when no end is given) and the change metadata columns."""
     from meltwater.planner.metadata import load_table
-    from meltwater.stream.spark.batch_reader import resolve_read, spark_schema
+    from meltwater.stream.spark.arrow_types import spark_schema
+    from meltwater.stream.spark.batch_reader import resolve_read
 
     table = load_table(table_location(options))
     return spark_schema(resolve_read(options, changes=True, table=table).arrow_schema)

@@ -64,6 +64,7 @@ from pyspark.sql.types import StructType
 from meltwater.planner.errors import StreamError
 from meltwater.planner.micro_batch import UNLIMITED, Budget, CommitPart, StreamOffset, pack_parts
 from meltwater.stream.engine.change_schema import METADATA_COLUMNS, ChangeOptions
+from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.change_stream import ChangeStream
 
@@ -78,42 +79,11 @@ class ChangePartition(InputPartition):
     options: ChangeOptions
 
 
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects `read()`'s record batches in."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
-def _has_nanos(type_: pa.DataType) -> bool:
-    if pa.types.is_timestamp(type_) or pa.types.is_time(type_):
-        return type_.unit == "ns"
-    return any(_has_nanos(type_.field(i).type) for i in range(type_.num_fields))
-
-
-def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """A change batch in the stream's columns, order and types (names matched).
-
-    Casts are safe, except that nanosecond timestamps truncate to Spark's microseconds (as
-    in batch reads): a value that does not fit the stream's type, e.g. of a column widened
-    from int to long after the stream started, fails the micro-batch naming the column.
-    """
-    batch = batch.select(schema.names)
-    if batch.schema.equals(schema):
-        return batch
-    columns = []
-    for column, target in zip(batch.columns, schema, strict=True):
-        if column.type == target.type:
-            columns.append(column)
-            continue
-        try:
-            columns.append(column.cast(target.type, safe=not _has_nanos(column.type)))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-            raise StreamError(
-                f"column {target.name}: values of type {column.type} do not fit the "
-                f"stream's type {target.type} ({error}); the table's schema changed after "
-                "the stream started: restart the query to read the new schema") from None
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+def _unfit_for_stream(what: str) -> StreamError:
+    """A value that does not fit the stream's type, e.g. of a column widened from int to
+    long after the stream started, fails the micro-batch naming the column."""
+    return StreamError(f"{what}; the table's schema changed after the stream started: "
+                       "restart the query to read the new schema")
 
 
 class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -217,7 +187,7 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
         assert isinstance(partition, ChangePartition), partition
         if self._arrow is None:
-            self._arrow = arrow_schema(self.schema)
+            self._arrow = spark_arrow_schema(self.schema)
         for batch in read_parts(partition.parts, PyArrowFileIO(), partition.options):
             if batch.num_rows:
-                yield conform(batch, self._arrow)
+                yield conform(batch, self._arrow, _unfit_for_stream)
