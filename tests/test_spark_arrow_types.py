@@ -20,6 +20,7 @@ from meltwater.stream.engine.reconstruction import change_schema
 from meltwater.stream.errors import UnreadableFileError
 from meltwater.stream.spark import batch_reader, stream_reader
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema, spark_schema
+from meltwater.stream.spark.partitions import ChangePartition
 
 ID = b"PARQUET:field_id"
 NANOS = [-1_500, 1_700_000_000_123_456_789, None]  # one before 1970, one with nanoseconds
@@ -58,11 +59,12 @@ def test_batch_and_stream_reads_agree_on_nanosecond_timestamps(tmp_path):
     options = ChangeOptions()
     path = {"path": str(tmp_path)}
 
+    partition = ChangePartition((CommitPart(changes, PROJECTION, 0, len(changes.tasks)),),
+                                options)
     batch = batch_reader.MeltwaterBatchReader(path, spark, changes=True)
-    from_batch = list(batch.read(batch_reader.ChangePartition((changes,), PROJECTION, options)))
+    from_batch = list(batch.read(partition))
     stream = stream_reader.MeltwaterStreamReader({**path, "starting": "earliest"}, spark)
-    part = CommitPart(changes, PROJECTION, 0, len(changes.tasks))
-    from_stream = list(stream.read(stream_reader.ChangePartition((part,), options)))
+    from_stream = list(stream.read(partition))
 
     target = spark_arrow_schema(spark)
     got = pa.Table.from_batches(from_batch, schema=target)

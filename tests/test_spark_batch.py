@@ -45,12 +45,9 @@ from meltwater.planner.types import (
     StructType,
 )
 from meltwater.stream.engine.arrow_filter import to_arrow_filter
-from meltwater.stream.spark.batch_reader import (
-    ChangePartition,
-    MeltwaterBatchReader,
-    SnapshotPartition,
-)
+from meltwater.stream.spark.batch_reader import MeltwaterBatchReader
 from meltwater.stream.spark.filters import translate, translate_filters
+from meltwater.stream.spark.partitions import ChangePartition, SnapshotPartition
 from meltwater.stream.spark.source import MeltwaterDataSource, change_schema_for
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",

@@ -56,8 +56,9 @@ from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, pack_parts
 from meltwater.stream.errors import OptionError, SchemaChangedError
 from meltwater.stream.spark.arrow_types import spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
+from meltwater.stream.spark.partitions import ChangePartition
 from meltwater.stream.spark.source import change_schema_for
-from meltwater.stream.spark.stream_reader import ChangePartition, MeltwaterStreamReader
+from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
 
 pytestmark = pytest.mark.corpus
 

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from meltwater.planner.change_tasks import CommitChanges
 from meltwater.planner.commit_units import CommitSplit
+from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.types import NestedField, Schema, StructType
 from meltwater.stream.engine.change_schema import ChangeOptions
@@ -42,31 +43,38 @@ from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.reconstruction import commit_reader, reconstruct
 from meltwater.stream.engine.updates import column_by_id, content_columns, row_codes
-from meltwater.stream.errors import MissingIdentifierColumnError
+from meltwater.stream.errors import ChangeOptionError, MissingIdentifierColumnError
 
 if TYPE_CHECKING:
     from meltwater.planner.micro_batch import CommitPart
 
 
 def read_parts(parts: Iterable[CommitPart], io: FileIO, options: ChangeOptions,
-               deletes: DeleteLoader | None = None) -> Iterator[pa.RecordBatch]:
-    """The change rows of a micro-batch's commit parts, in order: what one Spark
-    partition of the stream emits (before conforming to the Spark schema)."""
+               deletes: DeleteLoader | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
+               row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+    """The change rows of commit parts, in order: what one Spark partition of a stream or
+    a batch change read emits (before conforming to the Spark schema). `row_filter` is
+    for reads without update pairing (`reconstruct`'s, applied before it)."""
     loader = deletes if deletes is not None else DeleteLoader(io)
     for part in parts:
         yield from part_changes(part.changes, part.projection, part.pairing, io,
-                                options=options, deletes=loader)
+                                options=options, deletes=loader, batch_size=batch_size,
+                                row_filter=row_filter)
 
 
 def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit | None,
                  io: FileIO, *, options: ChangeOptions, deletes: DeleteLoader,
-                 batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+                 batch_size: int = DEFAULT_BATCH_SIZE,
+                 row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
     """The change rows one part of a commit contributes (see the module doc); a part
     without `split` (a whole commit, or one nothing can pair across) is read as is."""
     if split is None or not options.pairs_updates:
         yield from reconstruct(changes, projection, io, options=options, deletes=deletes,
-                               batch_size=batch_size)
+                               batch_size=batch_size, row_filter=row_filter)
         return
+    if not isinstance(row_filter, AlwaysTrue):
+        raise ChangeOptionError("a row filter cannot apply before update pairing: it would "
+                                "turn an update leaving the filter into a DELETE")
     ids = tuple(options.identifier_field_ids or ())
 
     def reader(units: Sequence[int], schema: Schema):

@@ -2,16 +2,16 @@
 
 Spark drives a Python data source reader in three places. On the driver (in a Python
 worker) it calls `pushFilters` and `partitions`; on the executors it calls `read` once per
-partition. So everything a partition needs travels inside it as plain picklable data (the
-planner's frozen task dataclasses and schemas), and `read` opens its own `FileIO`:
+partition. So everything a partition needs travels inside it as plain picklable data
+(`meltwater.stream.spark.partitions`), which opens its own `FileIO`:
 
-- **snapshot reads**: one partition per planner task group (`Plan.groups`, bin-packed by
-  Iceberg's split rules); `read` runs the group's tasks through `read_tasks`, merge-on-read
-  deletes and the pushed filter applied.
+- **snapshot reads**: one `SnapshotPartition` per planner task group (bin-packed by
+  Iceberg's split rules); `read` runs the group's tasks through `read_tasks`,
+  merge-on-read deletes and the pushed filter applied.
 - **change reads**: commits are planned on the driver (`IncrementalPlanner.plan_commit`,
-  metadata only) and each commit with changes becomes one partition, because carry-over
-  removal and update pairing need a whole commit; `read` runs `reconstruct`. Net changes
-  collapse the whole range, so they are one partition.
+  metadata only) and each commit with changes becomes one `ChangePartition`, because
+  carry-over removal and update pairing need a whole commit. Net changes collapse the
+  whole range, so they are one partition.
 
 `read` yields Arrow record batches in exactly the Spark schema's columns and types (cast
 when Spark's types differ, e.g. `fixed` -> binary: `meltwater.stream.spark.arrow_types`),
@@ -37,19 +37,16 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from meltwater.planner.change_tasks import CommitChanges
 from meltwater.planner.expressions import TRUE, Expression
-from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.micro_batch import CommitPart
 from meltwater.planner.scan import TableScan
-from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema as engine_schema
 from meltwater.stream.engine.change_feed import ChangeFeed, change_feed
-from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS, ChangeOptions
-from meltwater.stream.engine.reconstruction import reconstruct, reconstruct_range
-from meltwater.stream.engine.scan import DEFAULT_BATCH_SIZE, read_tasks
+from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS
+from meltwater.stream.engine.scan import DEFAULT_BATCH_SIZE
 from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters
@@ -59,6 +56,12 @@ from meltwater.stream.spark.options import (
     is_change_read,
     snapshot_read,
     table_location,
+)
+from meltwater.stream.spark.partitions import (
+    ChangePartition,
+    ReadPartition,
+    SnapshotPartition,
+    read_partition,
 )
 
 log = logging.getLogger(__name__)
@@ -152,28 +155,6 @@ def change_kwargs(table: Table, options: Mapping[str, str]) -> dict[str, Any]:
     return kwargs
 
 
-# -- partitions -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SnapshotPartition(InputPartition):
-    """One planner task group of a snapshot scan."""
-
-    tasks: tuple[FileScanTask, ...]
-    read_schema: Schema  # the projection plus columns only the filter needs
-    projection: Schema
-
-
-@dataclass(frozen=True)
-class ChangePartition(InputPartition):
-    """One commit's change tasks (or, for net changes, the whole range's commits)."""
-
-    commits: tuple[CommitChanges, ...]
-    schema: Schema  # the range end's table schema (with row lineage on v3 tables)
-    options: ChangeOptions
-    row_filter: Expression = TRUE
-
-
 class MeltwaterBatchReader(DataSourceReader):
     """Reads a snapshot or a change range; see the module doc."""
 
@@ -247,14 +228,14 @@ class MeltwaterBatchReader(DataSourceReader):
 
     def _change_partitions(self, feed: ChangeFeed) -> list[InputPartition]:
         planner = IncrementalPlanner(feed.table, feed.row_filter, stats=feed.stats)
-        commits = [c for c in planner.plan(feed.change_range, appends_only=feed.appends_only)
+        commits = [CommitPart(c, feed.schema, 0, len(c.tasks))  # the range end's schema
+                   for c in planner.plan(feed.change_range, appends_only=feed.appends_only)
                    if c.tasks]
         if feed.options.net:
-            parts = [ChangePartition(tuple(commits), feed.schema, feed.options,
+            parts = [ChangePartition(tuple(commits), feed.options,
                                      feed.row_filter)] if commits else []
         else:
-            parts = [ChangePartition((c,), feed.schema, feed.options, feed.row_filter)
-                     for c in commits]
+            parts = [ChangePartition((c,), feed.options, feed.row_filter) for c in commits]
         log.info("meltwater change read of %s, (%s, %s], filter [%s]: %d commits with changes "
                  "in %d partitions; %s", feed.table.metadata_location,
                  feed.change_range.from_snapshot_id, feed.change_range.to_snapshot_id,
@@ -264,15 +245,10 @@ class MeltwaterBatchReader(DataSourceReader):
     # -- executor side ------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        target = spark_arrow_schema(self.schema)
-        if isinstance(partition, SnapshotPartition):
-            batches = read_tasks(partition.tasks, partition.read_schema, partition.projection,
-                                 PyArrowFileIO(), batch_size=self.batch_size, threads=1)
-        elif isinstance(partition, ChangePartition):
-            batches = _change_batches(partition, self.batch_size)
-        else:  # Spark's placeholder when there is nothing to read
+        if not isinstance(partition, ReadPartition):  # Spark's placeholder: nothing to read
             return
-        for batch in batches:
+        target = spark_arrow_schema(self.schema)
+        for batch in read_partition(partition, self.batch_size):
             if batch.num_rows:
                 yield conform(batch, target, _unfit_for_read_schema)
 
@@ -281,17 +257,5 @@ def _unfit_for_read_schema(what: str) -> UnreadableFileError:
     return UnreadableFileError(f"{what}; give a schema whose types fit the table's")
 
 
-def _change_batches(partition: ChangePartition, batch_size: int) -> Iterator[pa.RecordBatch]:
-    io = PyArrowFileIO()
-    if partition.options.net:
-        yield from reconstruct_range(partition.commits, partition.schema, io,
-                                     options=partition.options, batch_size=batch_size,
-                                     row_filter=partition.row_filter)
-        return
-    for commit in partition.commits:
-        yield from reconstruct(commit, partition.schema, io, options=partition.options,
-                               batch_size=batch_size, row_filter=partition.row_filter)
-
-
-__all__ = ["METADATA_COLUMNS", "ChangePartition", "MeltwaterBatchReader", "ResolvedRead",
-           "SnapshotPartition", "change_kwargs", "resolve_read", "wants_change_schema"]
+__all__ = ["METADATA_COLUMNS", "MeltwaterBatchReader", "ResolvedRead", "change_kwargs",
+           "resolve_read", "wants_change_schema"]

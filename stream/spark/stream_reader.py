@@ -6,9 +6,10 @@ streaming Python data source API (Spark >= 4.2):
 - `initialOffset()` / `latestOffset(start, limit)` / `partitions(start, end)` /
   `commit(end)` run in one long-lived Python process on the driver, which keeps the
   planned commits of the micro-batches in flight;
-- `read(partition)` runs on executors: a partition carries its commit parts (plain,
-  picklable change tasks and the schema to read them in) and the change options, opens its
-  own FileIO and yields Arrow record batches in the stream's schema.
+- `read(partition)` runs on executors: a partition (`meltwater.stream.spark.partitions`)
+  carries its commit parts (plain, picklable change tasks and the schema to read them in)
+  and the change options, opens its own FileIO and yields Arrow record batches in the
+  stream's schema.
 
 Admission control: `getDefaultReadLimit()` is the limit the options imply
 (`streaming-max-files-per-micro-batch` / `maxFilesPerTrigger` -> `ReadMaxFiles`,
@@ -46,7 +47,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -62,21 +62,14 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from meltwater.planner.errors import StreamError
-from meltwater.planner.micro_batch import UNLIMITED, Budget, CommitPart, StreamOffset, pack_parts
-from meltwater.stream.engine.change_schema import METADATA_COLUMNS, ChangeOptions
+from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
+from meltwater.stream.engine.change_schema import METADATA_COLUMNS
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
+from meltwater.stream.spark.partitions import ChangePartition, read_partition
 from meltwater.stream.watch.change_stream import ChangeStream
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ChangePartition(InputPartition):
-    """Commit parts one Spark task reads, in order, with the stream's change options."""
-
-    parts: tuple[CommitPart, ...]
-    options: ChangeOptions
 
 
 def _unfit_for_stream(what: str) -> StreamError:
@@ -182,12 +175,9 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- executors ---------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from meltwater.planner.fileio import PyArrowFileIO
-        from meltwater.stream.engine.held_changes import read_parts
-
         assert isinstance(partition, ChangePartition), partition
         if self._arrow is None:
             self._arrow = spark_arrow_schema(self.schema)
-        for batch in read_parts(partition.parts, PyArrowFileIO(), partition.options):
+        for batch in read_partition(partition):
             if batch.num_rows:
                 yield conform(batch, self._arrow, _unfit_for_stream)

@@ -1,0 +1,96 @@
+"""What one Spark task of the `meltwater` source reads, as plain picklable data, and reading it.
+
+Spark plans partitions on the driver and pickles each to the executor that reads it, so
+a partition carries everything its read needs and nothing of the driver's state:
+
+- `SnapshotPartition`: a group of planner scan tasks (a snapshot read);
+- `ChangePartition`: commit parts (`meltwater.planner.micro_batch.CommitPart`) with the
+  change options; a batch change read makes one of a whole commit (or, for net changes,
+  of every commit of the range), a stream one of a micro-batch's packed parts.
+
+Every partition is a `ReadPartition`, and `read_partition` opens the files of every kind
+through `ReadPartition.open_io`: what an executor needs to reach the table's storage (an
+object store's endpoint and credentials) belongs on that one class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import InputPartition
+
+from meltwater.planner.expressions import TRUE, Expression
+from meltwater.planner.micro_batch import CommitPart
+from meltwater.planner.tasks import FileScanTask
+from meltwater.planner.types import Schema
+from meltwater.stream.engine.change_schema import ChangeOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from meltwater.planner.fileio import FileIO
+
+
+@dataclass(frozen=True)
+class ReadPartition(InputPartition):
+    """What every partition shares: how its executor opens the table's files."""
+
+    def open_io(self) -> FileIO:
+        from meltwater.planner.fileio import PyArrowFileIO  # executors only
+
+        return PyArrowFileIO()
+
+
+@dataclass(frozen=True)
+class SnapshotPartition(ReadPartition):
+    """One planner task group of a snapshot scan."""
+
+    tasks: tuple[FileScanTask, ...]
+    read_schema: Schema  # the projection plus columns only the filter needs
+    projection: Schema
+
+
+@dataclass(frozen=True)
+class ChangePartition(ReadPartition):
+    """Commit parts read in order, with the read's change options.
+
+    `row_filter` (bound to the parts' projection) keeps the changes of matching rows; only
+    reads without update pairing or net changes take one (see `batch_reader`). With
+    `options.net` the parts are a whole range, collapsed to each row's net effect.
+    """
+
+    parts: tuple[CommitPart, ...]
+    options: ChangeOptions
+    row_filter: Expression = TRUE
+
+
+def read_partition(partition: ReadPartition, batch_size: int | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    """The engine's batches of one partition (before they are made to fit Spark's schema,
+    `arrow_types.conform`)."""
+    from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE
+
+    size = batch_size or DEFAULT_BATCH_SIZE
+    io = partition.open_io()
+    if isinstance(partition, SnapshotPartition):
+        from meltwater.stream.engine.scan import read_tasks
+
+        yield from read_tasks(partition.tasks, partition.read_schema, partition.projection, io,
+                              batch_size=size, threads=1)
+    elif isinstance(partition, ChangePartition):
+        if partition.options.net:
+            from meltwater.stream.engine.reconstruction import reconstruct_range
+
+            parts = partition.parts
+            yield from reconstruct_range([p.changes for p in parts], parts[0].projection, io,
+                                         options=partition.options, batch_size=size,
+                                         row_filter=partition.row_filter)
+            return
+        from meltwater.stream.engine.held_changes import read_parts
+
+        yield from read_parts(partition.parts, io, partition.options, batch_size=size,
+                              row_filter=partition.row_filter)
+    else:
+        raise TypeError(f"not a meltwater partition: {partition!r}")
