@@ -8,16 +8,17 @@ what it added plus what it deleted, and planning never reads the parent's manife
 
 Older manifests are read only for context, pruned by partition summaries against the
 partitions the commit's delete files touch: the live data files those deletes may hit, and
-the delete files that already applied to them. Manifests are cached by path, so a stream
-advancing one commit at a time decodes each manifest once. `replace` commits (compaction,
-delete-file rewrites) change no rows and are skipped without reading anything.
+the delete files that already applied to them. `ManifestGroup` reads and prunes all of
+them (`IncrementalPlanner`). Manifests are cached by path, so a stream advancing one
+commit at a time decodes each manifest once. `replace` commits (compaction, delete-file
+rewrites) change no rows and are skipped without reading anything.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from meltwater.planner.change_tasks import (
@@ -30,19 +31,13 @@ from meltwater.planner.change_tasks import (
 )
 from meltwater.planner.delete_index import DeleteFileIndex, referenced_data_file
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
-from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
-from meltwater.planner.files import (
-    DataFile,
-    EntryStatus,
-    FileContent,
-    ManifestContent,
-    ManifestEntry,
-    ManifestFile,
-)
+from meltwater.planner.expressions import TRUE, Expression
+from meltwater.planner.files import DataFile, EntryStatus, FileContent, ManifestEntry, ManifestFile
 from meltwater.planner.filter_evaluators import FilterEvaluators
-from meltwater.planner.manifest_group import PlanStats
+from meltwater.planner.manifest_group import CHANGED, ManifestGroup, PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
 from meltwater.planner.metadata import Snapshot, Table, TableMetadata
+from meltwater.planner.partition_set import PartitionSet
 from meltwater.planner.tasks import DeleteFileRef
 
 log = logging.getLogger(__name__)
@@ -228,79 +223,64 @@ def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
     return ChangeRange(start, to.snapshot_id, tuple(commits), tuple(expired))
 
 
-def _partition_may_be_in(manifest: ManifestFile, partition: tuple[Any, ...]) -> bool:
-    """Could a manifest hold files of this partition, judging by its summaries?"""
-    summaries = manifest.partitions
-    if summaries is None or len(summaries) != len(partition):
-        return True
-    for value, summary in zip(partition, summaries, strict=True):
-        if value is None:
-            if not summary.contains_null:
-                return False
-            continue
-        if isinstance(value, float) and value != value:
-            if summary.contains_nan is False:
-                return False
-            continue
-        try:
-            if summary.lower_bound is not None and value < summary.lower_bound:
-                return False
-            if summary.upper_bound is not None and value > summary.upper_bound:
-                return False
-        except TypeError:
-            continue
-    return True
-
-
-@dataclass
-class _Touched:
-    """What a commit's delete files reach: named files, partitions, or everything.
+class _DeleteReach:
+    """What a commit's delete files reach: named data files, partitions, or everything.
 
     A file-scoped delete (a deletion vector, or a position delete file naming one data
-    file) reaches only that file; its partition is kept apart, for pruning manifests by
-    their partition summaries only. When every delete is file-scoped, the data manifests
-    need only be searched for those paths (`ManifestReader.entries_naming`).
+    file) reaches only that file; its partition only narrows the manifests searched for
+    it (`listed_in`). When every delete is file-scoped, the manifests need only be
+    searched for those paths (`ManifestReader.entries_naming`).
     """
 
-    partitions: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
-    files: set[str] = field(default_factory=set)
-    file_partitions: set[tuple[int, tuple[Any, ...]]] = field(default_factory=set)
-    everything: bool = False
+    def __init__(self, metadata: TableMetadata) -> None:
+        self.specs = metadata.specs
+        self.partitions = PartitionSet(metadata.specs, metadata.schema)
+        self.listed_in = PartitionSet(metadata.specs, metadata.schema)
+        self.files: set[str] = set()
 
-    def add(self, delete: DataFile, specs) -> None:
-        spec = specs.get(delete.spec_id)
+    def add(self, delete: DataFile) -> None:
+        spec = self.specs.get(delete.spec_id)
         target = referenced_data_file(delete)
         if delete.content == FileContent.EQUALITY_DELETES and (spec is None
                                                                or spec.is_unpartitioned):
-            self.everything = True
-        elif target is not None and delete.content == FileContent.POSITION_DELETES:
+            self.partitions.add_everything()
+            self.listed_in.add_everything()
+            return
+        if target is not None and delete.content == FileContent.POSITION_DELETES:
             self.files.add(target)
-            self.file_partitions.add((delete.spec_id, delete.partition))
         else:
-            self.partitions.add((delete.spec_id, delete.partition))
+            self.partitions.add(delete.spec_id, delete.partition)
+        self.listed_in.add(delete.spec_id, delete.partition)
 
     def is_empty(self) -> bool:
-        return not (self.partitions or self.files or self.everything)
+        return self.listed_in.is_empty()
 
     def only_files(self) -> bool:
         """Every delete names its data file: nothing else in any partition is reached."""
-        return bool(self.files) and not self.partitions and not self.everything
-
-    def may_hold(self, manifest: ManifestFile) -> bool:
-        if self.everything:
-            return True
-        return any(spec_id == manifest.partition_spec_id
-                   and _partition_may_be_in(manifest, partition)
-                   for spec_id, partition in self.partitions | self.file_partitions)
+        return bool(self.files) and self.partitions.is_empty()
 
     def reaches(self, file: DataFile) -> bool:
-        if self.everything or file.file_path in self.files:
-            return True
-        return (file.spec_id, file.partition) in self.partitions
+        return file.file_path in self.files or (file.spec_id, file.partition) in self.partitions
 
 
 class IncrementalPlanner:
-    """Plans the change tasks of commits; one instance per table metadata."""
+    """Plans the change tasks of commits; one instance per table metadata.
+
+    As in Iceberg Java's incremental scans, planning a commit is choosing manifests and
+    entries and turning entries into tasks; reading and pruning the manifests (file
+    counts, partition summaries, the row filter's partition and metrics evaluation,
+    `PlanStats`) is `ManifestGroup`'s. Per commit, four groups:
+
+    - the data manifests the commit wrote, for the data files it added and removed;
+    - the delete manifests it wrote, for the delete files it added and removed;
+    - every live data file those deletes reach (`_DeleteReach`), for the older files
+      whose applicable deletes changed;
+    - every live delete file of the partitions of all those data files, for the deletes
+      that applied to each before and after the commit.
+
+    The row filter prunes data files only: a delete file changes the rows of every data
+    file its key or position reaches, whatever its own columns' values.
+    """
 
     def __init__(self, table: Table, row_filter: Expression = TRUE, *,
                  cache: ManifestCache | None = MANIFEST_CACHE,
@@ -310,24 +290,21 @@ class IncrementalPlanner:
         self.reader = ManifestReader(self.metadata, table.io, cache)
         self.row_filter = row_filter
         self.stats = stats or PlanStats()
-        self._filtered = not isinstance(row_filter, AlwaysTrue)
-        self._evaluators = (FilterEvaluators(self.metadata.schema, row_filter,
-                                             self.metadata.specs)
-                            if self._filtered else None)
+        schema, specs = self.metadata.schema, self.metadata.specs
+        self._filtered = FilterEvaluators(schema, row_filter, specs)
+        self._unfiltered = FilterEvaluators(schema, TRUE, specs)
 
-    def _may_match(self, file: DataFile) -> bool:
-        if self._evaluators is None:
-            return True
-        return self._evaluators.file_may_match(file)
+    def _data(self, manifests: list[ManifestFile], **choices: Any) -> list[ManifestEntry]:
+        """The entries `choices` ask for, of data files that may hold rows the filter keeps."""
+        group = ManifestGroup(self.reader, self.metadata.schema, manifests,
+                              row_filter=self.row_filter, evaluators=self._filtered,
+                              stats=self.stats, **choices)
+        return [entry for _, entry in group.entries()]
 
-    def _entries(self, manifest: ManifestFile) -> tuple[ManifestEntry, ...]:
-        self.stats.add(manifests_read=1)
-        return self.reader.entries(manifest)
-
-    def _entries_naming(self, manifest: ManifestFile,
-                        paths: set[str]) -> tuple[ManifestEntry, ...]:
-        self.stats.add(manifests_read=1)
-        return self.reader.entries_naming(manifest, paths)
+    def _deletes(self, manifests: list[ManifestFile], **choices: Any) -> list[ManifestEntry]:
+        group = ManifestGroup(self.reader, self.metadata.schema, (), manifests,
+                              evaluators=self._unfiltered, stats=self.stats, **choices)
+        return [entry for _, entry in group.entries(deletes=True)]
 
     def plan_commit(self, snapshot: Snapshot, ordinal: int, *,
                     appends_only: bool = False) -> CommitChanges:
@@ -336,73 +313,57 @@ class IncrementalPlanner:
         if snapshot.operation in NO_CHANGE_OPERATIONS or (
                 appends_only and snapshot.operation != "append"):
             return CommitChanges(commit, ())
-        manifests = self.reader.manifest_list(snapshot)
-        data_manifests = [m for m in manifests if m.content == ManifestContent.DATA]
-        delete_manifests = [m for m in manifests if m.content == ManifestContent.DELETES]
-        self.stats.add(data_manifests=len(data_manifests),
-                       delete_manifests=len(delete_manifests))
+        data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
         sid = snapshot.snapshot_id
 
-        def own(manifest_list: list[ManifestFile]) -> list[ManifestFile]:
-            return [m for m in manifest_list if m.added_snapshot_id == sid]
+        def written(manifests: list[ManifestFile]) -> list[ManifestFile]:
+            """Manifests the commit wrote: only they hold what it added or removed."""
+            return [m for m in manifests if m.added_snapshot_id == sid]
 
-        added_data: list[ManifestEntry] = []
-        removed_data: list[ManifestEntry] = []
-        for manifest in own(data_manifests):
-            for entry in self._entries(manifest):
-                if entry.snapshot_id != sid:
-                    continue
-                if entry.status == EntryStatus.ADDED:
-                    added_data.append(entry)
-                elif entry.status == EntryStatus.DELETED:
-                    removed_data.append(entry)
+        def by_commit(_manifest: ManifestFile, entry: ManifestEntry) -> bool:
+            return entry.snapshot_id == sid
+
         if appends_only:
-            tasks = [AddedRowsTask(commit, e.file, e.sequence_number) for e in added_data
-                     if self._may_match(e.file)]
+            tasks = [AddedRowsTask(commit, e.file, e.sequence_number)
+                     for e in self._data(written(data_manifests),
+                                         statuses=frozenset({EntryStatus.ADDED}),
+                                         entry_filter=by_commit)]
             self.stats.add(tasks=len(tasks))
             return CommitChanges(commit, tuple(tasks))
-        added_deletes: list[ManifestEntry] = []
-        removed_deletes: list[ManifestEntry] = []
-        for manifest in own(delete_manifests):
-            for entry in self._entries(manifest):
-                if entry.snapshot_id != sid:
-                    continue
-                if entry.status == EntryStatus.ADDED:
-                    added_deletes.append(entry)
-                elif entry.status == EntryStatus.DELETED:
-                    removed_deletes.append(entry)
+        changed_data = self._data(written(data_manifests), statuses=CHANGED,
+                                  entry_filter=by_commit)
+        added_data = [e for e in changed_data if e.status == EntryStatus.ADDED]
+        removed_data = [e for e in changed_data if e.status == EntryStatus.DELETED]
+        changed_deletes = self._deletes(written(delete_manifests), statuses=CHANGED,
+                                        entry_filter=by_commit)
+        added_deletes = [e for e in changed_deletes if e.status == EntryStatus.ADDED]
+        removed_deletes = [e for e in changed_deletes if e.status == EntryStatus.DELETED]
 
-        touched = _Touched()
+        reach = _DeleteReach(self.metadata)
         for entry in added_deletes + removed_deletes:
-            touched.add(entry.file, self.metadata.specs)
+            reach.add(entry.file)
         affected: list[ManifestEntry] = []
-        if not touched.is_empty():
-            for manifest in data_manifests:
-                if not touched.may_hold(manifest):
-                    self.stats.add(manifests_skipped_by_partition=1)
-                    continue
-                entries = (self._entries_naming(manifest, touched.files)
-                           if touched.only_files() else self._entries(manifest))
-                for entry in entries:
-                    if (entry.status != EntryStatus.DELETED and not (
-                            entry.status == EntryStatus.ADDED and entry.snapshot_id == sid)
-                            and touched.reaches(entry.file)):
-                        affected.append(entry)
+        if not reach.is_empty():
+            def reached(_manifest: ManifestFile, entry: ManifestEntry) -> bool:
+                """An older live file (not one the commit added) a delete reaches."""
+                return not (entry.status == EntryStatus.ADDED and entry.snapshot_id == sid) \
+                    and reach.reaches(entry.file)
+
+            affected = self._data(data_manifests, entry_filter=reached,
+                                  partition_filter=reach.listed_in.filter_for,
+                                  file_paths=reach.files if reach.only_files() else None)
         # Delete files that may apply to the data files this commit removes or affects.
-        context = _Touched()
+        context = PartitionSet(self.metadata.specs, self.metadata.schema)
         for entry in removed_data + affected + added_data:
-            context.partitions.add((entry.file.spec_id, entry.file.partition))
-        before, after = self._delete_indexes(snapshot, delete_manifests, context,
+            context.add(entry.file.spec_id, entry.file.partition)
+        before, after = self._delete_indexes(sid, delete_manifests, context,
                                              added_deletes, removed_deletes)
         tasks: list[ChangeTask] = []
         for entry in removed_data:
-            if self._may_match(entry.file):
-                tasks.append(DeletedDataFileTask(
-                    commit, entry.file, entry.sequence_number,
-                    before.for_data_file(entry.sequence_number, entry.file)))
+            tasks.append(DeletedDataFileTask(
+                commit, entry.file, entry.sequence_number,
+                before.for_data_file(entry.sequence_number, entry.file)))
         for entry in affected:
-            if not self._may_match(entry.file):
-                continue
             was = before.for_data_file(entry.sequence_number, entry.file)
             now = after.for_data_file(entry.sequence_number, entry.file)
             was_keys = {r.key for r in was}
@@ -412,38 +373,37 @@ class IncrementalPlanner:
                 commit, entry.file, entry.sequence_number, was, now,
                 tuple(r for r in now if r.key not in was_keys)))
         for entry in added_data:
-            if self._may_match(entry.file):
-                tasks.append(AddedRowsTask(
-                    commit, entry.file, entry.sequence_number,
-                    after.for_data_file(entry.sequence_number, entry.file)))
+            tasks.append(AddedRowsTask(
+                commit, entry.file, entry.sequence_number,
+                after.for_data_file(entry.sequence_number, entry.file)))
         self.stats.add(tasks=len(tasks), delete_files_matched=len(added_deletes))
         return CommitChanges(commit, tuple(tasks))
 
-    def _delete_indexes(self, snapshot: Snapshot, delete_manifests: list[ManifestFile],
-                        context: _Touched, added: list[ManifestEntry],
+    def _delete_indexes(self, sid: int, delete_manifests: list[ManifestFile],
+                        context: PartitionSet, added: list[ManifestEntry],
                         removed: list[ManifestEntry]) -> tuple[DeleteFileIndex,
                                                                 DeleteFileIndex]:
-        """Delete indexes before and after the commit, for the files in `context`."""
+        """Delete indexes before and after the commit, for the data files of `context`."""
         specs, types = self.metadata.specs, self.metadata.field_types
         before = DeleteFileIndex(specs, types)
         after = DeleteFileIndex(specs, types)
         if context.is_empty() or not delete_manifests:
             return before, after
-        sid = snapshot.snapshot_id
+
+        def partitions(spec_id: int) -> Expression:
+            """Deletes of an unpartitioned spec (global equality deletes) may apply to
+            data files of every partition."""
+            spec = specs.get(spec_id)
+            return TRUE if spec is not None and spec.is_unpartitioned \
+                else context.filter_for(spec_id)
+
         added_keys = {e.file.key for e in added}
-        for manifest in delete_manifests:
-            unpartitioned = self.metadata.specs[manifest.partition_spec_id].is_unpartitioned
-            if not unpartitioned and not context.may_hold(manifest):
-                self.stats.add(manifests_skipped_by_partition=1)
-                continue
-            for entry in self._entries(manifest):
-                if entry.status == EntryStatus.DELETED:
-                    continue
-                ref = DeleteFileRef(entry.file, entry.sequence_number)
-                after.add(ref)
-                is_new = entry.snapshot_id == sid and entry.status == EntryStatus.ADDED
-                if not is_new or entry.file.key not in added_keys:
-                    before.add(ref)
+        for entry in self._deletes(delete_manifests, partition_filter=partitions):
+            ref = DeleteFileRef(entry.file, entry.sequence_number)
+            after.add(ref)
+            is_new = entry.snapshot_id == sid and entry.status == EntryStatus.ADDED
+            if not is_new or entry.file.key not in added_keys:
+                before.add(ref)
         for entry in removed:
             before.add(DeleteFileRef(entry.file, entry.sequence_number))
         return before, after
@@ -453,4 +413,3 @@ class IncrementalPlanner:
         """The changes of each commit in the range, planned lazily, oldest first."""
         for ordinal, snapshot in enumerate(change_range.commits):
             yield self.plan_commit(snapshot, ordinal, appends_only=appends_only)
-

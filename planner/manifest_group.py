@@ -1,9 +1,10 @@
 """The one planning engine: manifests in, pruned entries and scan tasks out.
 
-Snapshot scans, incremental scans and change scans differ only in which manifests they hand
-over and which entries they keep (`entry_filter`); everything else, from manifest pruning
-by partition summaries and file counts, through per-file partition and metrics pruning, to
-delete matching and residuals, is the same and lives here.
+Snapshot scans and incremental change planning differ only in which manifests they hand
+over and which entries they keep (`statuses`, `entry_filter`, and for change planning the
+partitions a commit's deletes reach, `partition_filter`); everything else, from manifest
+pruning by file counts and partition summaries, through per-file partition and metrics
+pruning, to delete matching and residuals, is the same and lives here.
 
 Pruning is counted in `PlanStats`, which `meltwater plan` prints: a plan that reads less
 says so in numbers.
@@ -13,20 +14,47 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 from meltwater.planner.delete_index import DeleteFileIndex
-from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression, Op, predicates, rewrite_not
-from meltwater.planner.files import EntryStatus, FileContent, ManifestEntry, ManifestFile
+from meltwater.planner.evaluators import ManifestEvaluator
+from meltwater.planner.expressions import (
+    TRUE,
+    AlwaysFalse,
+    AlwaysTrue,
+    Expression,
+    Op,
+    predicates,
+    rewrite_not,
+)
+from meltwater.planner.files import (
+    EntryStatus,
+    FileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+)
 from meltwater.planner.filter_evaluators import FilterEvaluators
 from meltwater.planner.manifests import ManifestReader
+from meltwater.planner.metadata import Snapshot
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import Schema
 
 EntryFilter = Callable[[ManifestFile, ManifestEntry], bool]
+PartitionFilter = Callable[[int], Expression]  # spec id -> a filter on its partition fields
+LIVE = frozenset({EntryStatus.ADDED, EntryStatus.EXISTING})  # what a snapshot's scan reads
+CHANGED = frozenset({EntryStatus.ADDED, EntryStatus.DELETED})  # what a commit did
 _NULL_SENSITIVE = (Op.NOT_EQ, Op.NOT_IN, Op.NOT_STARTS_WITH)
+
+
+def _allow_every(_manifest: ManifestFile) -> bool:
+    return True
+
+
+def _allow_none(_manifest: ManifestFile) -> bool:
+    return False
 
 
 @dataclass
@@ -61,19 +89,39 @@ def default_workers() -> int:
     return min(8, (os.cpu_count() or 2) + 2)
 
 
+def listed_manifests(reader: ManifestReader, snapshot: Snapshot,
+                     stats: PlanStats) -> tuple[list[ManifestFile], list[ManifestFile]]:
+    """A snapshot's data manifests and delete manifests, counted in `stats` as what
+    planning looked at (once per manifest list, however many groups then plan over it)."""
+    manifests = reader.manifest_list(snapshot)
+    data = [m for m in manifests if m.content == ManifestContent.DATA]
+    deletes = [m for m in manifests if m.content == ManifestContent.DELETES]
+    stats.add(data_manifests=len(data), delete_manifests=len(deletes))
+    return data, deletes
+
+
 class ManifestGroup:
     """Plans over a set of data and delete manifests with one row filter.
 
-    `row_filter` must be bound to `schema`. `entry_filter` decides which entries count
-    (a snapshot scan keeps live ones; an incremental scan keeps those a range added).
+    `row_filter` must be bound to `schema`. Which entries count: those whose status is in
+    `statuses` (manifests whose file counts show none are skipped unread) and that pass
+    `entry_filter`. `partition_filter` gives, per spec id, a filter on partition values
+    that manifests' partition summaries must allow, beside the row filter's projection;
+    entries are not checked against it (that is `entry_filter`'s, exactly). With
+    `file_paths`, every wanted entry is one of those files, so manifests are searched
+    for them without decoding whole (`ManifestReader.entries_naming`). `evaluators`
+    shares one row filter's evaluators between the groups of one planner.
     """
 
     def __init__(self, reader: ManifestReader, schema: Schema,
                  data_manifests: Sequence[ManifestFile],
                  delete_manifests: Sequence[ManifestFile] = (), *,
                  row_filter: Expression = TRUE, ignore_residuals: bool = False,
+                 statuses: frozenset[EntryStatus] = LIVE,
                  entry_filter: EntryFilter | None = None,
-                 manifest_filter: Callable[[ManifestFile], bool] | None = None,
+                 partition_filter: PartitionFilter | None = None,
+                 file_paths: Collection[str] | None = None,
+                 evaluators: FilterEvaluators | None = None,
                  workers: int | None = None, stats: PlanStats | None = None) -> None:
         self.reader = reader
         self.metadata = reader.metadata
@@ -82,12 +130,16 @@ class ManifestGroup:
         self.delete_manifests = list(delete_manifests)
         self.row_filter = row_filter
         self.ignore_residuals = ignore_residuals
-        self.entry_filter = entry_filter or (lambda _m, e: e.status != EntryStatus.DELETED)
-        self.manifest_filter = manifest_filter
+        self.statuses = statuses
+        self.entry_filter = entry_filter
+        self.partition_filter = partition_filter
+        self.file_paths = file_paths
         self.workers = workers or default_workers()
         self.stats = stats or PlanStats()
         self._filtered = not isinstance(row_filter, AlwaysTrue)
-        self._evaluators = FilterEvaluators(schema, row_filter, self.metadata.specs)
+        self._evaluators = evaluators or FilterEvaluators(schema, row_filter,
+                                                          self.metadata.specs)
+        self._partition_checks: dict[int, Callable[[ManifestFile], bool]] = {}
         if self._filtered:  # build every per-spec evaluator now, before threads share them
             for spec_id in self.metadata.specs:
                 self._evaluators.manifest_evaluator(spec_id)
@@ -107,29 +159,54 @@ class ManifestGroup:
         return self._evaluators.residual_evaluator(spec_id).residual_for(partition)
 
     # -- manifests ----------------------------------------------------------------------
+    def _may_hold_wanted_statuses(self, manifest: ManifestFile) -> bool:
+        """Whether the manifest's file counts allow an entry of a wanted status."""
+        statuses = self.statuses
+        return ((EntryStatus.ADDED in statuses and manifest.has_added_files())
+                or (EntryStatus.EXISTING in statuses and manifest.has_existing_files())
+                or (EntryStatus.DELETED in statuses and manifest.has_deleted_files()))
+
+    def _partitions_allow(self, manifest: ManifestFile) -> bool:
+        if self.partition_filter is None:
+            return True
+        spec_id = manifest.partition_spec_id
+        allows = self._partition_checks.get(spec_id)
+        if allows is None:
+            spec = self.metadata.specs.get(spec_id)
+            expression = self.partition_filter(spec_id)
+            if isinstance(expression, AlwaysFalse):  # even a manifest without summaries
+                allows = _allow_none
+            elif spec is None or isinstance(expression, AlwaysTrue):
+                allows = _allow_every
+            else:
+                allows = ManifestEvaluator(spec, expression).may_match
+            self._partition_checks[spec_id] = allows
+        return allows(manifest)
+
     def _matching_manifests(self, manifests: Iterable[ManifestFile]):
         for manifest in manifests:
-            if self.manifest_filter is not None and not self.manifest_filter(manifest):
-                continue
-            if not (manifest.has_added_files() or manifest.has_existing_files()
-                    or manifest.has_deleted_files()):
+            if not self._may_hold_wanted_statuses(manifest):
                 self.stats.add(manifests_skipped_by_counts=1)
                 continue
-            if self._filtered and not self._evaluators.may_match(manifest):
+            if not self._partitions_allow(manifest) or (
+                    self._filtered and not self._evaluators.may_match(manifest)):
                 self.stats.add(manifests_skipped_by_partition=1)
                 continue
             yield manifest
 
     def _entries_of(self, manifest: ManifestFile) -> list[ManifestEntry]:
         """The entries of one manifest that pass the entry filter and pruning."""
-        entries = self.reader.entries(manifest)
+        entries = (self.reader.entries(manifest) if self.file_paths is None
+                   else self.reader.entries_naming(manifest, self.file_paths))
         is_delete = manifest.content != 0
         kept: list[ManifestEntry] = []
         partition_ok = (self._evaluators.partition_evaluator(manifest.partition_spec_id)
                         if self._filtered else None)
+        statuses, entry_filter = self.statuses, self.entry_filter
         skipped_partition = skipped_metrics = considered = 0
         for entry in entries:
-            if not self.entry_filter(manifest, entry):
+            if entry.status not in statuses or (
+                    entry_filter is not None and not entry_filter(manifest, entry)):
                 continue
             considered += 1
             if partition_ok is not None and not partition_ok.eval(entry.file.partition):
@@ -173,8 +250,6 @@ class ManifestGroup:
     def entries(self, *, deletes: bool = False) -> Iterator[tuple[ManifestFile, ManifestEntry]]:
         """Pruned entries of the data (or delete) manifests, with the manifest they came from."""
         source = self.delete_manifests if deletes else self.data_manifests
-        self.stats.add(**({"delete_manifests": len(source)} if deletes
-                          else {"data_manifests": len(source)}))
         manifests = list(self._matching_manifests(source))
         for manifest, kept in zip(manifests, self._map_manifests(manifests, self._entries_of),
                                   strict=True):
@@ -182,6 +257,8 @@ class ManifestGroup:
                 yield manifest, entry
 
     def delete_index(self) -> DeleteFileIndex:
+        """The index of the live delete files among the entries (`statuses` may ask for
+        removed ones too, which never apply)."""
         index = DeleteFileIndex(self.metadata.specs, self.metadata.field_types)
         for _, entry in self.entries(deletes=True):
             if entry.status != EntryStatus.DELETED:

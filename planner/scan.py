@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from meltwater.planner.expressions import TRUE, Expression, bind, referenced_field_ids
-from meltwater.planner.files import ManifestContent
-from meltwater.planner.manifest_group import ManifestGroup, PlanStats
+from meltwater.planner.manifest_group import ManifestGroup, PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
 from meltwater.planner.metadata import Snapshot, Table, resolve_snapshot
 from meltwater.planner.splitting import (
@@ -86,9 +85,8 @@ class TableScan:
 
     def manifest_group(self) -> ManifestGroup:
         reader = ManifestReader(self.table.metadata, self.table.io, self.cache)
-        manifests = reader.manifest_list(self.snapshot) if self.snapshot else []
-        data = [m for m in manifests if m.content == ManifestContent.DATA]
-        deletes = [m for m in manifests if m.content == ManifestContent.DELETES]
+        data, deletes = (listed_manifests(reader, self.snapshot, self.stats)
+                         if self.snapshot else ([], []))
         return ManifestGroup(reader, self.schema, data, deletes, row_filter=self.bound_filter,
                              workers=self.workers, stats=self.stats)
 

@@ -20,6 +20,8 @@ import meltwater.stream
 from corpus.compare import assert_same_rows
 from meltwater.planner.errors import NoSuchFileError
 from meltwater.planner.fileio import PyArrowFileIO
+from meltwater.planner.incremental import IncrementalPlanner
+from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import load_table
 
 
@@ -111,3 +113,31 @@ def test_plan_command_reports_pruning(corpus):
     assert files and all("category=b" in f for f in files)
     text = subprocess.run([str(exe), "plan", scenario.location], capture_output=True, text=True)
     assert text.returncode == 0 and "manifests:" in text.stdout and "tasks:" in text.stdout
+
+
+
+class _ReadsEveryManifest(IncrementalPlanner):
+    """The change planner without pruning by what deletes reach: manifests read whole."""
+
+    def _data(self, manifests, *, partition_filter=None, file_paths=None, **choices):
+        return super()._data(manifests, **choices)
+
+    def _deletes(self, manifests, *, partition_filter=None, **choices):
+        return super()._deletes(manifests, **choices)
+
+
+def test_change_planning_reads_only_manifests_deletes_may_reach(corpus):
+    """A commit's deletes reach a few partitions: manifests whose partition summaries rule
+    those out are skipped unread, and every commit's tasks are those planned with every
+    manifest read (pruning chooses what is read, never what is found)."""
+    for name in ("equality_deletes", "position_deletes_with_rows", "v3_deletion_vectors"):
+        table = load_table(corpus.scenarios[name].location)
+        metadata = table.metadata
+        history = metadata.ancestors(metadata.current_snapshot_id)[::-1]
+        stats = PlanStats()
+        pruning, reading_all = IncrementalPlanner(table, stats=stats), _ReadsEveryManifest(table)
+        assert [pruning.plan_commit(s, i).tasks for i, s in enumerate(history)] == [
+            reading_all.plan_commit(s, i).tasks for i, s in enumerate(history)], name
+        if name != "v3_deletion_vectors":  # its DVs name their files: searched by path
+            assert stats.manifests_skipped_by_partition > 0, name
+            assert stats.manifests_read < stats.data_manifests + stats.delete_manifests, name
