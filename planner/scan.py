@@ -14,22 +14,9 @@ from meltwater.planner.expressions import TRUE, Expression, bind, referenced_fie
 from meltwater.planner.manifest_group import ManifestGroup, PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
 from meltwater.planner.metadata import Snapshot, Table, resolve_snapshot
-from meltwater.planner.splitting import (
-    DEFAULT_LOOKBACK,
-    DEFAULT_OPEN_FILE_COST,
-    DEFAULT_TARGET_SIZE,
-    plan_task_groups,
-)
+from meltwater.planner.splitting import SplitOptions, plan_task_groups
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
-
-
-def _int_property(table: Table, name: str, default: int) -> int:
-    value = table.metadata.properties.get(name)
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
 
 
 @dataclass
@@ -96,9 +83,6 @@ class TableScan:
         return self.manifest_group().plan_files()
 
     def plan_tasks(self) -> list[ScanTaskGroup]:
-        table = self.table
-        return plan_task_groups(
-            self.plan_files(),
-            _int_property(table, "read.split.target-size", DEFAULT_TARGET_SIZE),
-            _int_property(table, "read.split.planning-lookback", DEFAULT_LOOKBACK),
-            _int_property(table, "read.split.open-file-cost", DEFAULT_OPEN_FILE_COST))
+        split = SplitOptions.of_table(self.table.metadata.properties)
+        return plan_task_groups(self.plan_files(), split.target_size, split.lookback,
+                                split.open_file_cost)

@@ -13,8 +13,8 @@ groups near target without sorting the whole plan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
@@ -25,6 +25,27 @@ DEFAULT_OPEN_FILE_COST = 4 * 1024 * 1024  # read.split.open-file-cost
 
 # Only Parquet is split: its reader maps a byte range to the row groups starting in it.
 SPLITTABLE_FORMATS = frozenset({"PARQUET"})
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How a table's reads are split and packed: its `read.split.*` properties."""
+
+    target_size: int = DEFAULT_TARGET_SIZE
+    lookback: int = DEFAULT_LOOKBACK
+    open_file_cost: int = DEFAULT_OPEN_FILE_COST
+
+    @classmethod
+    def of_table(cls, properties: Mapping[str, str]) -> SplitOptions:
+        """The table's properties; one that is not a positive whole number is ignored (a
+        target size of 0 would make every task a group of its own)."""
+        def positive(name: str, default: int) -> int:
+            value = str(properties.get(name, "")).strip()
+            return int(value) if value.isdigit() and int(value) > 0 else default
+
+        return cls(positive("read.split.target-size", DEFAULT_TARGET_SIZE),
+                   positive("read.split.planning-lookback", DEFAULT_LOOKBACK),
+                   positive("read.split.open-file-cost", DEFAULT_OPEN_FILE_COST))
 
 
 def _valid_offsets(task: FileScanTask) -> list[int] | None:

@@ -128,7 +128,7 @@ from meltwater.planner.micro_batch import (
     task_cost,
 )
 from meltwater.planner.scan import TableScan
-from meltwater.planner.splitting import DEFAULT_TARGET_SIZE
+from meltwater.planner.splitting import SplitOptions
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.change_feed import change_feed
 from meltwater.stream.engine.change_schema import (
@@ -531,8 +531,7 @@ class ChangeStream:
         if self.read.split_size is not None:
             return self.read.split_size
         table = self._table or self.load()
-        value = table.metadata.properties.get("read.split.target-size", "")
-        return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_TARGET_SIZE
+        return SplitOptions.of_table(table.metadata.properties).target_size
 
     # -- walking the lineage -----------------------------------------------------------------
 
