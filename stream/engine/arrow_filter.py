@@ -65,6 +65,14 @@ def field_paths(schema: Schema) -> dict[int, tuple[str, ...]]:
     return paths
 
 
+def type_at_path(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
+    """The Arrow type of the column at a `field_paths` path (through structs)."""
+    type_ = schema.field(path[0]).type
+    for name in path[1:]:
+        type_ = type_.field(name).type
+    return type_
+
+
 def to_arrow_filter(expr: Expression, schema: Schema) -> pc.Expression:
     """The residual `expr` as an Arrow expression over the columns of `schema`.
 

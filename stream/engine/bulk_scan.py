@@ -51,7 +51,7 @@ from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_filter import field_paths
 from meltwater.stream.engine.arrow_schema import field_id, to_arrow_type
 from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask
-from meltwater.stream.engine.formats import FileSource, row_group_offset, without_extensions
+from meltwater.stream.engine.formats import FileSource, row_group_runs, without_extensions
 from meltwater.stream.engine.projection import FileProjection
 from meltwater.stream.engine.reader import read_task, residual_filter, residual_types
 from meltwater.stream.errors import UnreadableFileError
@@ -135,21 +135,7 @@ def _row_group_runs(fragment: Any, start: int, length: int | None
     """For a split: contiguous runs of the row groups whose first byte lies in
     [start, start + length), each with the file position of its first row. None for a
     whole file. As `ParquetSource.batches` selects row groups."""
-    if length is None:
-        return None
-
-    metadata = fragment.metadata
-    runs: list[tuple[int, list[int]]] = []
-    position = 0
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        if start <= row_group_offset(group) < start + length:
-            if runs and runs[-1][1][-1] == index - 1:
-                runs[-1][1].append(index)
-            else:
-                runs.append((position, [index]))
-        position += group.num_rows
-    return runs
+    return None if length is None else row_group_runs(fragment.metadata, start, length)
 
 
 def candidates(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO

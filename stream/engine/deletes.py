@@ -314,8 +314,18 @@ def _distinct(table: pa.Table) -> pa.Table:
 def _read_columns(io: FileIO, file: DataFile, field_ids: dict[int, str]) -> pa.Table:
     """Columns of a delete file by field id (any nesting through structs), named by id.
 
-    `field_ids` maps each id to the column name to use when the file has no field ids.
+    `field_ids` maps each id to the column name to use when the file has no field ids. A
+    file that cannot be read this way is a corrupt delete file.
     """
+    try:
+        return _read_columns_of(io, file, field_ids)
+    except CorruptDeleteFileError:
+        raise
+    except UnreadableFileError as error:
+        raise CorruptDeleteFileError(str(error)) from None
+
+
+def _read_columns_of(io: FileIO, file: DataFile, field_ids: dict[int, str]) -> pa.Table:
     source = open_source(file.file_path, file.file_format, io)
     projection = FileProjection(source, Schema(()), dict.fromkeys(field_ids), names=field_ids)
     for extra in projection.extras:
@@ -338,12 +348,7 @@ def read_position_deletes(io: FileIO, file: DataFile) -> dict[str, pa.Array]:
     found = _read_parquet_positions(io, file)
     if found is not None:
         return found
-    try:
-        table = _read_columns(io, file, {DELETE_FILE_PATH_ID: "file_path", DELETE_POS_ID: "pos"})
-    except UnreadableFileError as error:
-        if isinstance(error, CorruptDeleteFileError):
-            raise
-        raise CorruptDeleteFileError(str(error)) from None
+    table = _read_columns(io, file, {DELETE_FILE_PATH_ID: "file_path", DELETE_POS_ID: "pos"})
     paths = table.column(str(DELETE_FILE_PATH_ID))
     positions = table.column(str(DELETE_POS_ID))
     if paths.null_count or positions.null_count:
@@ -498,10 +503,5 @@ def read_deletion_vector(io: FileIO, file: DataFile) -> pa.Array:
 def read_equality_keys(io: FileIO, file: DataFile) -> pa.Table:
     """The distinct equality keys of one equality delete file, columns named by field id."""
     ids = file.equality_ids or ()
-    try:
-        table = _read_columns(io, file, {fid: str(fid) for fid in ids})
-    except UnreadableFileError as error:
-        if isinstance(error, CorruptDeleteFileError):
-            raise
-        raise CorruptDeleteFileError(str(error)) from None
+    table = _read_columns(io, file, {fid: str(fid) for fid in ids})
     return _distinct(table.combine_chunks())

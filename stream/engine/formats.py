@@ -77,20 +77,7 @@ class ParquetSource(FileSource):
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
         metadata = self._file.metadata
         columns = _parquet_leaf_paths(self._file, self.schema, selection)
-        # Row groups whose first byte lies in the split, as contiguous runs with the file
-        # position of their first row.
-        runs: list[tuple[int, list[int]]] = []
-        position = 0
-        for index in range(metadata.num_row_groups):
-            group = metadata.row_group(index)
-            in_split = length is None or start <= row_group_offset(group) < start + length
-            if in_split and (rows is None
-                             or any_between(rows, position, position + group.num_rows)):
-                if runs and runs[-1][1][-1] == index - 1:
-                    runs[-1][1].append(index)
-                else:
-                    runs.append((position, [index]))
-            position += group.num_rows
+        runs = row_group_runs(metadata, start, length, rows)
         file = self._file
         if self._dictionary_file is not None:
             selected = [g for _, run in runs for g in run]
@@ -149,6 +136,26 @@ def _dictionaries_decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
             columns[i] = column.dictionary.take(column.indices)
             fields[i] = fields[i].with_type(columns[i].type)
     return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, batch.schema.metadata))
+
+
+def row_group_runs(metadata: Any, start: int = 0, length: int | None = None,
+                   rows: Sequence[int] | None = None) -> list[tuple[int, list[int]]]:
+    """The row groups a split reads, as contiguous runs, each with the file position of
+    its first row: those whose first byte lies in [start, start + length) (every one, for
+    a whole file) and, given sorted row positions `rows`, that hold one of them."""
+    runs: list[tuple[int, list[int]]] = []
+    position = 0
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        in_split = length is None or start <= row_group_offset(group) < start + length
+        if in_split and (rows is None
+                         or any_between(rows, position, position + group.num_rows)):
+            if runs and runs[-1][1][-1] == index - 1:
+                runs[-1][1].append(index)
+            else:
+                runs.append((position, [index]))
+        position += group.num_rows
+    return runs
 
 
 def row_group_offset(group: Any) -> int:

@@ -45,7 +45,7 @@ from meltwater.planner.files import DataFile
 from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema
-from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter
+from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter, type_at_path
 from meltwater.stream.engine.arrow_schema import (
     to_arrow_type,
 )
@@ -126,7 +126,7 @@ class _OpenFile:
                 for fid in file.equality_ids or ():
                     path = self.in_projection.get(fid) or (extra_names[fid],)
                     key_paths[fid] = path
-                    key_types[fid] = _type_at(output_schema, path)
+                    key_types[fid] = type_at_path(output_schema, path)
             equality = loader.equality_deletes(equality_files, key_types, key_paths)
         return _DeleteSet(mask, equality)
 
@@ -283,10 +283,3 @@ def _int64_view(positions: pa.Array) -> Sequence[int]:
         return []
     return memoryview(data).cast("q")[positions.offset:positions.offset + len(positions)]
 
-
-
-def _type_at(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
-    type_ = schema.field(path[0]).type
-    for name in path[1:]:
-        type_ = type_.field(name).type
-    return type_

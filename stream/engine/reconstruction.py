@@ -70,7 +70,7 @@ from meltwater.planner.reserved_field_ids import (
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
 from meltwater.planner.types import NestedField, Schema, StructType
 from meltwater.stream.engine.arrow_constants import constant_array
-from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter
+from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter, type_at_path
 from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
 from meltwater.stream.engine.change_schema import (
     CHANGE_ORDINAL,
@@ -413,7 +413,7 @@ class _CommitRun:
             table = table.filter(pc.invert(pc.is_in(pos, value_set=mask.positions)))
         if equality and table.num_rows:
             key_paths = {fid: self.paths.get(fid) or (_key_column(fid),) for fid in key_ids}
-            key_types = {fid: _type_at(table.schema, key_paths[fid]) for fid in key_ids}
+            key_types = {fid: type_at_path(table.schema, key_paths[fid]) for fid in key_ids}
             sets = self.loader.equality_deletes(equality, key_types, key_paths)
             if sets is not None:
                 batch = table.combine_chunks().to_batches()[0]
@@ -463,13 +463,6 @@ class _CommitRun:
 
 def _full(mask: pa.BooleanArray | None, n: int) -> pa.BooleanArray:
     return mask if mask is not None else pa.repeat(pa.scalar(True), n)
-
-
-def _type_at(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
-    type_ = schema.field(path[0]).type
-    for name in path[1:]:
-        type_ = type_.field(name).type
-    return type_
 
 
 _POS = "__meltwater_pos"
