@@ -319,12 +319,18 @@ class ManifestCache:
         self.hits = 0
         self.misses = 0
 
+    def _found(self, key: object) -> tuple[ManifestEntry, ...] | None:
+        """The cached entries of `key`, counted as a hit and kept longest (lock held)."""
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+            self.hits += 1
+        return found
+
     def get(self, key: object, load: Callable[[], tuple[ManifestEntry, ...]]):
         with self._lock:
-            found = self._items.get(key)
+            found = self._found(key)
             if found is not None:
-                self._items.move_to_end(key)
-                self.hits += 1
                 return found
             self.misses += 1
         entries = load()
@@ -340,11 +346,7 @@ class ManifestCache:
     def peek(self, key: object) -> tuple[ManifestEntry, ...] | None:
         """The cached entries of `key`, if decoded already; never loads."""
         with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-                self.hits += 1
-            return found
+            return self._found(key)
 
     def partial_read(self, key: object) -> int:
         """Count a partial read of a manifest not cached; how many there have been."""
