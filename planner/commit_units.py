@@ -27,7 +27,6 @@ holds rows back until the commit's last part (`meltwater.stream.engine.held_chan
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,15 +63,6 @@ class _UnionFind:
     def union_all(self, members: Sequence[int]) -> None:
         for other in members[1:]:
             self.union(members[0], other)
-
-
-_NAN = ("nan",)  # NaN partition values compare equal to each other, as rows do
-
-
-def _value(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return _NAN
-    return value
 
 
 @dataclass(frozen=True)
@@ -131,7 +121,7 @@ def commit_units(tasks: Sequence[ChangeTask], specs: dict[int, PartitionSpec],
     groups: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
     for index, task in enumerate(tasks):
         file = task.data_file
-        groups.setdefault((file.spec_id, tuple(_value(v) for v in file.partition)),
+        groups.setdefault(file.partition_key,
                           []).append(index)
     for members in groups.values():
         rows.union_all(members)

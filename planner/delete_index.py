@@ -89,7 +89,7 @@ class DeleteFileIndex:
         delete = ref.file
         self.size += 1
         spec = self._specs.get(delete.spec_id)
-        partition_key = (delete.spec_id, delete.partition)
+        partition_key = delete.partition_key
         if delete.content == FileContent.EQUALITY_DELETES:
             if spec is None or spec.is_unpartitioned:
                 self._global_eq.add(ref)
@@ -124,14 +124,14 @@ class DeleteFileIndex:
                 positional.extend(by_file.at_least(data_seq))
         equality = [ref for ref in self._global_eq.after(data_seq)
                     if self._may_share_keys(data_file, ref.file)]
-        by_partition = self._eq_by_partition.get((data_file.spec_id, data_file.partition))
+        by_partition = self._eq_by_partition.get(data_file.partition_key)
         if by_partition is not None:
             equality.extend(ref for ref in by_partition.after(data_seq)
                             if self._may_share_keys(data_file, ref.file))
         return tuple(positional + equality)
 
     def _pos_by_partition_for(self, data_file: DataFile, data_seq: int) -> list[DeleteFileRef]:
-        group = self._pos_by_partition.get((data_file.spec_id, data_file.partition))
+        group = self._pos_by_partition.get(data_file.partition_key)
         return group.at_least(data_seq) if group is not None else []
 
     def _may_share_keys(self, data: DataFile, delete: DataFile) -> bool:

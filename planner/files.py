@@ -9,6 +9,7 @@ partition values are tuples in the spec's field order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -67,6 +68,32 @@ class DataFile:
         """What tells this file from every other: its path, and for a deletion vector also
         its blob's offset, because the DVs of many data files share one Puffin file."""
         return self.file_path, self.content_offset
+
+    @property
+    def partition_key(self) -> tuple[int, tuple[Any, ...]]:
+        """The file's spec id and partition, as a key that finds files of the same partition
+        (`partition_key`: NaN equals NaN)."""
+        return self.spec_id, partition_key(self.partition)
+
+
+class _NaN:
+    """Stands for a NaN partition value in keys: equal to itself, unlike float('nan')."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN = _NaN()
+
+
+def partition_key(partition: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A partition tuple that compares and hashes the way Iceberg Java's partition maps
+    compare them (`StructLikeWrapper`, `Float.compare`): NaN equals NaN. Two NaNs decoded
+    from two manifests are different float objects, and `nan != nan`, so a delete file in
+    the partition `x=NaN` would otherwise never reach that partition's data files."""
+    if not any(isinstance(v, float) and math.isnan(v) for v in partition):
+        return partition
+    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in partition)
 
 
 @dataclass(frozen=True)

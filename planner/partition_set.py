@@ -22,6 +22,7 @@ from meltwater.planner.expressions import (
     and_,
     or_,
 )
+from meltwater.planner.files import partition_key
 from meltwater.planner.partitioning import PartitionSpec
 from meltwater.planner.types import PrimitiveType, Schema
 
@@ -35,10 +36,11 @@ class PartitionSet:
         self.specs = specs
         self.schema = schema
         self.everything = False
-        self._members: dict[int, set[tuple[Any, ...]]] = {}
+        # spec id -> {partition_key(partition): partition}: NaN finds NaN (files.partition_key)
+        self._members: dict[int, dict[tuple[Any, ...], tuple[Any, ...]]] = {}
 
     def add(self, spec_id: int, partition: tuple[Any, ...]) -> None:
-        self._members.setdefault(spec_id, set()).add(partition)
+        self._members.setdefault(spec_id, {}).setdefault(partition_key(partition), partition)
 
     def add_everything(self) -> None:
         self.everything = True
@@ -48,7 +50,7 @@ class PartitionSet:
 
     def __contains__(self, key: PartitionKey) -> bool:
         spec_id, partition = key
-        return self.everything or partition in self._members.get(spec_id, ())
+        return self.everything or partition_key(partition) in self._members.get(spec_id, ())
 
     def filter_for(self, spec_id: int) -> Expression:
         """An expression on spec `spec_id`'s partition fields true for this set's partitions
@@ -62,7 +64,7 @@ class PartitionSet:
         if spec is None:
             return TRUE
         types = [f.type for f in spec.partition_type(self.schema).fields]
-        return _any_of([_equal_to(spec, types, partition) for partition in members])
+        return _any_of([_equal_to(spec, types, partition) for partition in members.values()])
 
 
 def _equal_to(spec: PartitionSpec, types: list, partition: tuple[Any, ...]) -> Expression:

@@ -112,3 +112,22 @@ def test_equality_deletes_are_pruned_by_key_ranges_with_null_safety():
     assert paths(idx.for_data_file(1, ids_3_to_20_with_nulls)) == ["e", "n"]
     no_metrics = data("d")
     assert paths(idx.for_data_file(1, no_metrics)) == ["e", "n"]
+
+
+def test_a_nan_partition_finds_its_deletes():
+    """Iceberg Java's partition maps compare NaN equal to NaN (Float.compare), so a delete
+    file of partition x=NaN applies to that partition's data files, though the two NaNs were
+    decoded from different manifests and `nan != nan` in Python."""
+    by_float = PartitionSpec(2, (PartitionField(3, 1001, "identity", "x"),))
+    specs = {2: by_float}
+
+    def file(content: FileContent, path: str) -> DataFile:
+        return DataFile(content, path, "PARQUET", 2, (float("nan"),), 1, 10,
+                        equality_ids=(3,) if content == FileContent.EQUALITY_DELETES else None)
+
+    from meltwater.planner.types import DOUBLE
+
+    idx = DeleteFileIndex(specs, {3: DOUBLE},
+                          [DeleteFileRef(file(FileContent.POSITION_DELETES, "p"), 5),
+                           DeleteFileRef(file(FileContent.EQUALITY_DELETES, "e"), 5)])
+    assert paths(idx.for_data_file(4, file(FileContent.DATA, "d"))) == ["e", "p"]
