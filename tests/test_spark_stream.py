@@ -575,7 +575,7 @@ def test_available_now_two_files_per_batch_is_the_unlimited_feed(spark, corpus, 
     between partitions, and rows a commit rewrote unchanged still cancel and its updates
     still pair, exactly as in the whole feed (cutting anywhere emitted 118 carry-over
     rows twice here). Every history and limit is checked without Spark in
-    tests/stream/test_rate_limits.py."""
+    tests/stream_tests/test_rate_limits.py."""
     location = corpus.scenarios["cow_partitioned"].location
     got, batches = _run_stream(spark, location, tmp_path / "two",
                                **{"streaming-max-files-per-micro-batch": 2,

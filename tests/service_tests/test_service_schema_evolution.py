@@ -3,7 +3,7 @@ PostgreSQL, and each mirror equals Iceberg Java's read after every commit, acros
 
 The table is the corpus's `column_evolution` (ADD COLUMN, RENAME data -> payload, int ->
 bigint, DROP + re-ADD `extra` as int, merge-on-read DML after each), replayed one metadata
-version at a time (`stream.replay.Replay`) so the service sees the commits arrive one by
+version at a time (`stream_tests.replay.Replay`) so the service sees the commits arrive one by
 one. After each commit the test waits for both ledgers to name that snapshot, then compares
 the mirror's columns and rows with Iceberg Java's read of the snapshot in its own schema.
 Everything waited on is a condition with a bounded timeout; snapshot ids come from the
@@ -16,13 +16,13 @@ import json
 import time
 
 import pytest
-from stream.replay import Replay
 
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
 from meltwater.service.mirror_sink import ledger_name
-from service.harness import Pipeline, ServiceProcess, free_port, write_config
-from sinks.mirror_read import fetch, mirror_columns, read_mirror
+from service_tests.harness import Pipeline, ServiceProcess, free_port, write_config
+from sink_tests.mirror_read import fetch, mirror_columns, read_mirror
+from stream_tests.replay import Replay
 
 pytestmark = pytest.mark.corpus
 

@@ -18,8 +18,8 @@ import pytest
 
 from live.client import Commit, LiveWriter, truth_table
 from meltwater.service.mirror_sink import ledger_name
-from service.harness import Pipeline, ServiceProcess, free_port, write_config
-from service.mirror_check import differences, mirror_state, read_state, same_rows
+from service_tests.harness import Pipeline, ServiceProcess, free_port, write_config
+from service_tests.mirror_check import differences, mirror_state, read_state, same_rows
 
 pytestmark = pytest.mark.corpus  # needs the Iceberg Java writer environment
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from corpus.compare import row_multiset
 from meltwater.stream import changes
-from service.harness import Pipeline, write_config
+from service_tests.harness import Pipeline, write_config
 
 
 def committed_files(archive: Path) -> list[Path]:
