@@ -62,8 +62,6 @@ from meltwater.stream.spark.stream_reader import (
     arrow_schema,
 )
 
-pytestmark = pytest.mark.corpus
-
 HERE = Path(__file__).parent
 META = ("_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",
         "_commit_timestamp", "_row_id", "_last_updated_sequence_number")

@@ -15,8 +15,6 @@ from replay import Replay
 
 from meltwater.planner.metadata import load_table
 
-pytestmark = pytest.mark.corpus
-
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 
 
