@@ -47,7 +47,6 @@ from meltwater.planner.errors import (
     ExpiredSnapshotsError,
     NoSuchSnapshotError,
     NoSuchTableError,
-    OffsetError,
     StreamError,
 )
 from meltwater.planner.incremental import IncrementalPlanner
@@ -202,21 +201,6 @@ def _seen(*readers: MeltwaterStreamReader) -> None:
 
 
 # -- offsets and options ---------------------------------------------------------------------
-
-
-def test_offsets_round_trip_json():
-    offsets = [StreamOffset(None, complete=True),
-               StreamOffset(5140426932827412781, 3, False, False, 2),
-               StreamOffset(-9_000_000_000_000_000_000 // 2, 7, True, True, 0)]
-    for offset in offsets:
-        text = json.dumps(offset.to_json())
-        assert StreamOffset.from_json(json.loads(text)) == offset
-        assert json.dumps(StreamOffset.from_json(json.loads(text)).to_json()) == text
-        assert list(offset.to_json())[:3] == ["version", "snapshot_id", "position"]
-    with pytest.raises(OffsetError, match="unknown version 3"):
-        StreamOffset.from_json({**offsets[1].to_json(), "version": 3})
-    with pytest.raises(OffsetError, match="malformed"):
-        StreamOffset.from_json({"version": 1, "snapshot_id": 1})
 
 
 def test_stream_options_and_read_limits(corpus):
