@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint sysdeps
+.PHONY: demo test test-fast lint sysdeps
 
 # System packages: a JDK and Debian's jarjar for the Iceberg Java writer, and a PostgreSQL
 # server the mirror tests start on loopback. Needs root.
@@ -33,3 +33,10 @@ lint: $(BIN)/meltwater
 
 test: sysdeps $(BIN)/meltwater lint
 	$(BIN)/pytest
+
+# The tests that need none of the Iceberg Java corpus, Spark, PostgreSQL or a service process
+# (tests/conftest.py marks each test by the fixtures it uses): no JDK, no system packages.
+FAST := not corpus and not spark and not postgres and not service
+
+test-fast: $(BIN)/meltwater
+	$(BIN)/pytest -q -m "$(FAST)"

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from live.client import LiveWriter, truth_table  # noqa: E402
-from service.harness import Pipeline, ServiceProcess, free_port, write_config  # noqa: E402
-from service.mirror_check import mirror_state, same_rows  # noqa: E402
+from service_tests.harness import Pipeline, ServiceProcess, free_port, write_config  # noqa: E402
+from service_tests.mirror_check import mirror_state, same_rows  # noqa: E402
 
 
 def say(text: str) -> None:

@@ -16,10 +16,11 @@ delete file the engine needs, so reading never consults table metadata:
   the commit's new delete files among `deletes_after`, for the payload fast path: position
   deletes carrying the deleted `row` can be emitted without reading the data file.
 
-Iceberg Java's javadoc example for DeletedRowsScanTask, as a worked case: snapshot S1 adds
-data file F1 with rows r1..r3; S2 adds a position delete D1 of r1; S3 adds a position
-delete D2 of r2. The changes of S3 are one DeletedRowsTask(F1, deletes_before=(D1,),
-deletes_after=(D1, D2), added_deletes=(D2,)) yielding DELETE r2 only: r1 was already gone.
+Iceberg Java's javadoc example for DeletedRowsScanTask: snapshot S1 holds data files F1, F2,
+F3; S2 adds a position delete D1 of rows of F2; S3 adds an equality delete D2 of rows of
+F1, F2 and F3. The changes of S3 are a DeletedRowsTask for each of F1, F2 and F3 with
+added_deletes=(D2,), and F2's has deletes_before=(D1,): rows D1 had removed are not
+DELETEd again (tests/planner/test_incremental.py checks this shape on Iceberg Java tables).
 """
 
 from __future__ import annotations

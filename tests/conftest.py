@@ -2,6 +2,9 @@
 
 The corpus is mandatory. If it cannot be built (no JDK, no jarjar, no network to PyPI) the
 tests that need it fail with a message saying how to fix it; they never skip silently.
+
+Each test is marked by the resources its fixtures need (`FIXTURE_MARKS`), so the lanes are
+chosen with -m: `make test-fast` runs what needs none of them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,43 @@ from pg_server import PostgresServer, PostgresUnavailable, create_database
 from corpus.build import ensure_corpus
 from corpus.loader import Corpus
 from corpus.writer_env import WriterEnvError
+
+# A test requesting one of these fixtures, directly or through another fixture, gets the mark.
+# `serve` and `live_writer` are tests/service_tests/conftest.py's.
+FIXTURE_MARKS = {
+    "corpus": "corpus",  # the Iceberg Java corpus (built once into $MELTWATER_CACHE)
+    "spark": "spark",  # the session's local SparkSession (a JVM in this process)
+    "postgres_url": "postgres",  # the session's PostgreSQL server
+    "serve": "service",  # `meltwater serve` or spark-submit in child processes (own JVMs)
+    "live_writer": "service",  # the live Iceberg Java writer (a JVM committing as asked)
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by `FIXTURE_MARKS`: its `fixturenames` are the closure of the fixtures
+    it requests, so a fixture built on `corpus` marks its users too. A fixture that reaches
+    one only at run time (`request.getfixturevalue`) marks its params instead, as
+    sink_tests/conftest.py's `database` does; `_fixtures_match_marks` catches one that
+    does not."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for mark in sorted({m for name, m in FIXTURE_MARKS.items() if name in names}):
+            item.add_marker(mark)
+
+
+@pytest.fixture(autouse=True)
+def _fixtures_match_marks(request):
+    """After each test, fail if it used a marked fixture without carrying its mark (one got
+    at run time), which would slip it into the wrong lane. `request.fixturenames` is every
+    fixture the test activated, including those requested dynamically."""
+    yield
+    used = {m for name, m in FIXTURE_MARKS.items() if name in request.fixturenames}
+    missing = used - {m.name for m in request.node.iter_markers()}
+    if missing:
+        pytest.fail(f"{request.node.nodeid} uses {', '.join(sorted(missing))} without the "
+                    "mark: request the fixture as an argument, or mark the param",
+                    pytrace=False)
+
 
 _corpus: Corpus | None = None
 _error: str | None = None

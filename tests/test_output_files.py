@@ -31,8 +31,6 @@ from meltwater.planner.files import EntryStatus
 from meltwater.planner.manifests import ManifestCache, ManifestReader
 from meltwater.planner.metadata import load_table
 
-pytestmark = pytest.mark.corpus
-
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 OLD_BYTES = b"an earlier output, to be left as it was\n"
 SCENARIO = "cow_partitioned"  # no delete files: a relocated copy reads like the original

@@ -47,7 +47,6 @@ from meltwater.planner.errors import (
     ExpiredSnapshotsError,
     NoSuchSnapshotError,
     NoSuchTableError,
-    OffsetError,
     StreamError,
 )
 from meltwater.planner.incremental import IncrementalPlanner
@@ -59,8 +58,6 @@ from meltwater.stream.spark.options import stream_read
 from meltwater.stream.spark.partitions import ChangePartition
 from meltwater.stream.spark.source import change_schema_for
 from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
-
-pytestmark = pytest.mark.corpus
 
 HERE = Path(__file__).parent
 META = ("_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",
@@ -202,21 +199,6 @@ def _seen(*readers: MeltwaterStreamReader) -> None:
 
 
 # -- offsets and options ---------------------------------------------------------------------
-
-
-def test_offsets_round_trip_json():
-    offsets = [StreamOffset(None, complete=True),
-               StreamOffset(5140426932827412781, 3, False, False, 2),
-               StreamOffset(-9_000_000_000_000_000_000 // 2, 7, True, True, 0)]
-    for offset in offsets:
-        text = json.dumps(offset.to_json())
-        assert StreamOffset.from_json(json.loads(text)) == offset
-        assert json.dumps(StreamOffset.from_json(json.loads(text)).to_json()) == text
-        assert list(offset.to_json())[:3] == ["version", "snapshot_id", "position"]
-    with pytest.raises(OffsetError, match="unknown version 3"):
-        StreamOffset.from_json({**offsets[1].to_json(), "version": 3})
-    with pytest.raises(OffsetError, match="malformed"):
-        StreamOffset.from_json({"version": 1, "snapshot_id": 1})
 
 
 def test_stream_options_and_read_limits(corpus):
@@ -573,7 +555,7 @@ def test_available_now_two_files_per_batch_is_the_unlimited_feed(spark, corpus, 
     between partitions, and rows a commit rewrote unchanged still cancel and its updates
     still pair, exactly as in the whole feed (cutting anywhere emitted 118 carry-over
     rows twice here). Every history and limit is checked without Spark in
-    tests/stream/test_rate_limits.py."""
+    tests/stream_tests/test_rate_limits.py."""
     location = corpus.scenarios["cow_partitioned"].location
     got, batches = _run_stream(spark, location, tmp_path / "two",
                                **{"streaming-max-files-per-micro-batch": 2,

@@ -8,6 +8,7 @@ Used by the service tests and by `make demo`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -134,6 +135,11 @@ class LiveWriter:
                 self.process.wait(timeout=60)
             except (BrokenPipeError, subprocess.TimeoutExpired):
                 self.process.kill()
+                self.process.wait(timeout=30)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(BrokenPipeError):  # stdin: flushing to a dead writer
+                    pipe.close()
         self._stderr.close()
 
     def __enter__(self) -> LiveWriter:

@@ -456,7 +456,6 @@ def _decoded(pairs, schema, lookup):
     return out
 
 
-@pytest.mark.corpus
 def test_iceberg_java_partitions_bounds_and_pruning_agree(corpus):
     """Every Parquet data file of the corpus: our transforms reproduce the partition values
     Iceberg Java wrote, decoded bounds enclose the file's values, and no evaluator skips a

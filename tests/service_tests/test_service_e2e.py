@@ -14,14 +14,10 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from live.client import Commit, LiveWriter, truth_table
 from meltwater.sinks.mirror_stream import ledger_name
-from service.harness import Pipeline, ServiceProcess, free_port, write_config
-from service.mirror_check import differences, mirror_state, read_state, same_rows
-
-pytestmark = pytest.mark.corpus  # needs the Iceberg Java writer environment
+from service_tests.harness import Pipeline, free_port, write_config
+from service_tests.mirror_check import differences, mirror_state, read_state, same_rows
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -59,7 +55,8 @@ class Arrivals(threading.Thread):
         return min(times) - commit.committed_at if times else None
 
 
-def test_commit_to_mirror_latency_event_driven_vs_polling(tmp_path, pg_database):
+def test_commit_to_mirror_latency_event_driven_vs_polling(tmp_path, pg_database, serve,
+                                                          live_writer):
     """Event-driven commit-to-mirror latency below a 10 s polling trigger's in the same
     run; the mirror equals Iceberg Java's read after every commit.
 
@@ -68,13 +65,13 @@ def test_commit_to_mirror_latency_event_driven_vs_polling(tmp_path, pg_database)
     An event trigger reacts to each commit, a 10 s trigger waits ~5 s on average, so the
     comparison holds wherever the test can run at all."""
     rng = random.Random(11)
-    with LiveWriter(tmp_path / "warehouse", tmp_path / "truth") as writer:
+    with live_writer() as writer:
         writer.commit("append")
         event = mirror_pipeline("event", writer.location, tmp_path, pg_database)
         poll = mirror_pipeline("poll", writer.location, tmp_path, pg_database, trigger="10s")
         port = free_port()
         config = write_config(tmp_path / "service.toml", [event, poll], port=port)
-        service = ServiceProcess(config, port, tmp_path / "service.log")
+        service = serve.start(config, port, tmp_path / "service.log")
         try:
             service.wait_running()
             mirror_state(pg_database, "orders_poll", until_sequence=1, pipeline=ledger_of(poll),
@@ -147,12 +144,13 @@ class CommitLoop(threading.Thread):
         return self.by_sequence[sequence_number]
 
 
-def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, pg_database):
+def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, pg_database, serve,
+                                                              live_writer):
     """Ten SIGKILLs of the service while Iceberg Java keeps committing: after each, the
     mirror is exactly Iceberg Java's read at the snapshot its ledger names; at the end it
     converges to the last commit."""
     rng = random.Random(23)
-    with LiveWriter(tmp_path / "warehouse", tmp_path / "truth", seed=3) as writer:
+    with live_writer(seed=3) as writer:
         first = writer.commit("append")
         pipeline = mirror_pipeline("kill", writer.location, tmp_path, pg_database)
         port = free_port()
@@ -163,7 +161,7 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, pg_datab
         checked = []
         try:
             for round_ in range(10):
-                service = ServiceProcess(config, port, tmp_path / f"service-{round_}.log")
+                service = serve.start(config, port, tmp_path / f"service-{round_}.log")
                 if round_ % 3 == 2:  # some kills land while the service starts up
                     time.sleep(rng.uniform(3, 12))
                 else:  # the others once it has moved the mirror on, mid-batch or between
@@ -188,7 +186,7 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, pg_datab
         assert loop.error is None, loop.error
         assert len(set(checked)) >= 6, f"kills after progress: {checked}"
         last = loop.by_sequence[max(loop.by_sequence)]
-        service = ServiceProcess(config, port, tmp_path / "service-final.log")
+        service = serve.start(config, port, tmp_path / "service-final.log")
         try:
             service.wait_running()
             state = mirror_state(pg_database, "orders_kill", pipeline=ledger_of(pipeline),
@@ -221,14 +219,15 @@ def _rss_mib(pid: int) -> float:
     return total
 
 
-def test_burst_of_100_commits_converges_with_bounded_memory(tmp_path, pg_database):
-    with LiveWriter(tmp_path / "warehouse", tmp_path / "truth", seed=9) as writer:
+def test_burst_of_100_commits_converges_with_bounded_memory(tmp_path, pg_database, serve,
+                                                            live_writer):
+    with live_writer(seed=9) as writer:
         for _ in range(3):
             writer.commit("append")
         pipeline = mirror_pipeline("burst", writer.location, tmp_path, pg_database)
         port = free_port()
         config = write_config(tmp_path / "service.toml", [pipeline], port=port)
-        service = ServiceProcess(config, port, tmp_path / "service.log")
+        service = serve.start(config, port, tmp_path / "service.log")
         try:
             service.wait_running()
             mirror_state(pg_database, "orders_burst", pipeline=ledger_of(pipeline),

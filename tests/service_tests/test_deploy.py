@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -73,7 +69,7 @@ def test_readmes_reference_files_that_exist():
             assert target.exists(), f"{readme.relative_to(ROOT)} names {name}, missing"
 
 
-def test_spark_submit_recipe_on_local_cluster(tmp_path, corpus):
+def test_spark_submit_recipe_on_local_cluster(tmp_path, corpus, serve):
     """deploy/spark/submit.py under spark-submit --master local-cluster: the archive pipeline
     (available-now) holds exactly the table's change feed."""
     scenario = corpus.scenarios["mor_partitioned"]
@@ -96,16 +92,9 @@ type = "parquet"
 path = "{archive}"
 """)
     load_config(config)  # the recipe's config is a valid one
-    submit = Path(sys.executable).parent / "spark-submit"
-    if not submit.exists():
-        submit = Path(shutil.which("spark-submit") or "spark-submit")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    result = subprocess.run(
-        [str(submit), "--master", "local-cluster[2,1,1024]",
-         "--conf", f"spark.pyspark.python={sys.executable}",
-         "--conf", "spark.executor.memory=768m",
-         str(DEPLOY / "spark" / "submit.py"), "--config", str(config)],
-        capture_output=True, text=True, timeout=600, env=env)
+    result = serve.submit("--master", "local-cluster[2,1,1024]",
+                          "--conf", "spark.executor.memory=768m",
+                          str(DEPLOY / "spark" / "submit.py"), "--config", str(config))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     output = result.stdout + result.stderr  # spark-submit merges the driver's streams
     assert "pipeline finished" in output, output[-3000:]

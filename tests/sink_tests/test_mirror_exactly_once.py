@@ -21,7 +21,6 @@ from meltwater.sinks import Mirror
 from meltwater.sinks.errors import BatchMismatchError, InvalidChangesError, NullKeyError
 from meltwater.sinks.ledger import Ledger
 
-pytestmark = pytest.mark.corpus
 NAME = "equality_deletes"
 
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from corpus.compare import row_multiset
 from live.client import SCHEMA
 from meltwater.sinks.database import sqlite_path
-from sinks.mirror_read import decode_value
+from sink_tests.mirror_read import decode_value
 
 LEDGER = "meltwater_ledger"
 

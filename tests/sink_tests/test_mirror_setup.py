@@ -71,7 +71,6 @@ def test_the_registry_opens_mirrors_by_scheme(tmp_path, pg_database):
         assert memory.reached().batch_id == 0
 
 
-@pytest.mark.corpus
 def test_key_columns_are_needed_and_must_exist(corpus, sqlite_database):
     location = corpus.scenarios["evolution"].location  # no identifier fields
     with pytest.raises(MissingKeyColumnsError, match=f"table {location} has no identifier fields "
@@ -110,7 +109,6 @@ def test_unknown_columns_without_field_ids_are_refused(sqlite_database):
         mirror.apply(0, inserts([{"id": 1, "name": "a", "surprise": 1}]))
 
 
-@pytest.mark.corpus
 def test_a_spark_shaped_batch_mirrors_the_same(corpus, database):
     """No field ids, timestamps in another zone and unit, wider ints: cast on the way in."""
     scenario = corpus.scenarios["random_mix"]

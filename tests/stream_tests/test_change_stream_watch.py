@@ -20,8 +20,6 @@ from meltwater.stream.spark.batch_reader import wants_change_schema
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.change_stream import ChangeStream
 
-pytestmark = pytest.mark.corpus
-
 
 def _replay(corpus, tmp_path) -> Replay:
     replay = Replay(corpus.scenarios["mor_partitioned"].location, tmp_path / "t")

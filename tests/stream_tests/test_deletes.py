@@ -185,7 +185,6 @@ def test_truncated_and_miscounted_deletion_vectors_are_refused(tmp_path) -> None
         read_deletion_vector(IO, wrong_count)
 
 
-@pytest.mark.corpus
 def test_real_deletion_vectors_match_their_puffin_footer(corpus) -> None:
     scenario = corpus.scenarios["v3_deletion_vectors"]
     checked = 0

@@ -203,7 +203,6 @@ def _first_with(metadata, main: list[int], name: str) -> int:
                     metadata.snapshot(sid)).fields))
 
 
-@pytest.mark.corpus
 def test_a_batch_lacking_a_column_its_commit_has_is_refused(corpus, sqlite_database):
     """A stream started before ADD COLUMN note would carry no `note`: refused, not nulls."""
     scenario = corpus.scenarios["column_evolution"]
@@ -217,7 +216,6 @@ def test_a_batch_lacking_a_column_its_commit_has_is_refused(corpus, sqlite_datab
         mirror.apply(0, batch.drop_columns(["note"]))
 
 
-@pytest.mark.corpus
 def test_a_name_without_field_id_that_two_ids_had_is_refused(corpus, sqlite_database):
     """Before the drop, `extra` was a string (field 4); now it is an int (field 6): a batch
     of those commits without field ids cannot say which it means."""

@@ -15,8 +15,6 @@ from replay import Replay
 
 from meltwater.planner.metadata import load_table
 
-pytestmark = pytest.mark.corpus
-
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 
 
@@ -27,7 +25,8 @@ class Watch:
         self.process = subprocess.Popen([MELTWATER, "watch", *args], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
         self.status = self.process.stderr.readline()  # "watching ..." once it has started
 
     def _read(self) -> None:
@@ -37,9 +36,20 @@ class Watch:
     def line(self, timeout: float = 10.0) -> str:
         return self.lines.get(timeout=timeout)
 
-    def terminate(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=10)
+    def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str]:
+        """Send `signum`; the exit status and the rest of stderr. Closes the pipes."""
+        self.process.send_signal(signum)
+        try:
+            status = self.process.wait(timeout=10)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(timeout=10)
+            self.reader.join(timeout=10)  # stdout ends with the process
+            errors = self.process.stderr.read()
+            self.process.stdout.close()
+            self.process.stderr.close()
+        return status, errors
 
 
 @pytest.mark.parametrize("poll", [False, True], ids=["events", "polling"])
@@ -59,8 +69,8 @@ def test_watch_prints_commits_and_exits_0_on_sigterm(corpus, tmp_path, poll):
         assert events[0]["committed_at"].endswith("Z") and events[0]["operation"] == "append"
         assert watch.lines.empty()
     finally:
-        status = watch.terminate()
-    assert status == 0, watch.process.stderr.read()
+        status, errors = watch.stop()
+    assert status == 0, errors
 
 
 def test_watch_text_lines_after_a_snapshot_and_ctrl_c(corpus, tmp_path):
@@ -71,9 +81,8 @@ def test_watch_text_lines_after_a_snapshot_and_ctrl_c(corpus, tmp_path):
     try:
         lines = [watch.line(), watch.line()]
     finally:
-        watch.process.send_signal(signal.SIGINT)
-        status = watch.process.wait(timeout=10)
-    assert status == 0
+        status, errors = watch.stop(signal.SIGINT)
+    assert status == 0, errors
     words = [line.split() for line in lines]
     assert [int(w[1]) for w in words] == [s.snapshot_id for s in main[-2:]]
     assert [w[3] for w in words] == [s.operation for s in main[-2:]]

@@ -305,7 +305,6 @@ CORPUS_FILTERS = [
 ]
 
 
-@pytest.mark.corpus
 def test_every_corpus_snapshot_reads_alike_in_bulk_and_task_by_task(corpus) -> None:
     checked = bulk_tasks = reshaped_groups = 0
     for name, scenario in corpus.scenarios.items():
@@ -329,7 +328,6 @@ def test_every_corpus_snapshot_reads_alike_in_bulk_and_task_by_task(corpus) -> N
     assert checked >= 80 and bulk_tasks >= 500 and reshaped_groups >= 10
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize(("name", "text", "columns"), CORPUS_FILTERS,
                          ids=[f"{n}:{t}" for n, t, _ in CORPUS_FILTERS])
 def test_filtered_corpus_scans_read_alike(corpus, name, text, columns) -> None:

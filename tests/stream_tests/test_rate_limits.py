@@ -38,8 +38,6 @@ from meltwater.stream.engine.held_changes import read_parts
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.change_stream import ChangeStream
 
-pytestmark = pytest.mark.corpus
-
 SCENARIOS = ("mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
              "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution")

@@ -3,7 +3,7 @@ PostgreSQL, and each mirror equals Iceberg Java's read after every commit, acros
 
 The table is the corpus's `column_evolution` (ADD COLUMN, RENAME data -> payload, int ->
 bigint, DROP + re-ADD `extra` as int, merge-on-read DML after each), replayed one metadata
-version at a time (`stream.replay.Replay`) so the service sees the commits arrive one by
+version at a time (`stream_tests.replay.Replay`) so the service sees the commits arrive one by
 one. After each commit the test waits for both ledgers to name that snapshot, then compares
 the mirror's columns and rows with Iceberg Java's read of the snapshot in its own schema.
 Everything waited on is a condition with a bounded timeout; snapshot ids come from the
@@ -15,16 +15,12 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-from stream.replay import Replay
-
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
 from meltwater.sinks.mirror_stream import ledger_name
-from service.harness import Pipeline, ServiceProcess, free_port, write_config
-from sinks.mirror_read import fetch, mirror_columns, read_mirror
-
-pytestmark = pytest.mark.corpus
+from service_tests.harness import Pipeline, ServiceProcess, free_port, write_config
+from sink_tests.mirror_read import fetch, mirror_columns, read_mirror
+from stream_tests.replay import Replay
 
 KILL_AFTER = 8  # the service is killed right after the 8th commit lands (mid-batch or not)
 WAIT_S = 90
@@ -52,7 +48,7 @@ def _wait_for(service: ServiceProcess, url: str, pipeline: str, snapshot_id: int
 
 
 def test_schema_evolution_mirrored_after_every_commit_and_across_kill_9(corpus, tmp_path,
-                                                                         pg_database):
+                                                                         pg_database, serve):
     scenario = corpus.scenarios["column_evolution"]
     metadata = load_table(scenario.location).metadata
     replay = Replay(scenario.location, tmp_path / "table")
@@ -66,7 +62,7 @@ def test_schema_evolution_mirrored_after_every_commit_and_across_kill_9(corpus, 
     port = free_port()
     config = write_config(tmp_path / "service.toml", pipelines, port=port)
     started = time.monotonic()
-    service = ServiceProcess(config, port, tmp_path / "service-1.log")
+    service = serve.start(config, port, tmp_path / "service-1.log")
     checked, commits, restarts = [], 0, 0
     try:
         service.wait_running(timeout=240)
@@ -80,7 +76,7 @@ def test_schema_evolution_mirrored_after_every_commit_and_across_kill_9(corpus, 
             commits += 1
             if commits == KILL_AFTER:
                 service.kill()
-                service = ServiceProcess(config, port, tmp_path / "service-2.log")
+                service = serve.start(config, port, tmp_path / "service-2.log")
                 service.wait_running(timeout=240)
             schema = metadata.schema_for(metadata.snapshot(snapshot_id))
             truth = scenario.snapshot(snapshot_id).rows()

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from meltwater.planner.metadata import TableMetadata, load_table
 from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after
-
-pytestmark = pytest.mark.corpus
 
 
 def _main(metadata: TableMetadata, snapshot_id: int) -> TableMetadata:

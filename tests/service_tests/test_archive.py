@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 
 from corpus.compare import row_multiset
 from meltwater.stream import changes
-from service.harness import Pipeline, write_config
+from service_tests.harness import Pipeline, write_config
 
 
 def committed_files(archive: Path) -> list[Path]:
@@ -36,12 +34,7 @@ def archived_rows(archive: Path) -> list[dict]:
     return rows
 
 
-def run_service(config: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meltwater.cli.main", "serve", "--config",
-                           str(config)], capture_output=True, text=True, timeout=300)
-
-
-def test_json_archive_holds_each_change_once_across_runs(tmp_path, corpus):
+def test_json_archive_holds_each_change_once_across_runs(tmp_path, corpus, serve):
     """Two available-now runs on one checkpoint: the archive holds the change feed once,
     every row with its commit's metadata columns and all its columns, nulls written as
     null, files partitioned by commit."""
@@ -54,7 +47,7 @@ def test_json_archive_holds_each_change_once_across_runs(tmp_path, corpus):
     text = config.read_text().replace('http = "127.0.0.1:0"', 'http = "off"')
     config.write_text(text)
     for _ in range(2):
-        result = run_service(config)
+        result = serve.run(config)
         assert result.returncode == 0, result.stderr[-3000:]
     rows = archived_rows(archive)
     expected = changes(scenario.location).read_all()

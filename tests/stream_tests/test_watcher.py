@@ -27,8 +27,6 @@ from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.stream.errors import WatcherError
 from meltwater.stream.watch.watcher import SnapshotWatcher
 
-pytestmark = pytest.mark.corpus
-
 MODES = [pytest.param(False, id="events"), pytest.param(True, id="polling")]
 
 

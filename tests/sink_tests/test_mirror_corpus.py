@@ -80,7 +80,6 @@ def _start(mirror, scenario, metadata, main) -> tuple[int | None, int]:
     return main[0], 1
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_one_batch_per_commit_matches_iceberg_java_at_every_snapshot(corpus, database, name):
     scenario = corpus.scenarios[name]
@@ -102,7 +101,6 @@ def test_one_batch_per_commit_matches_iceberg_java_at_every_snapshot(corpus, dat
         assert batch_id >= 4  # maintenance keeps 4 snapshots, the others more
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_whole_history_in_one_batch_matches_iceberg_java(corpus, database, name):
     scenario = corpus.scenarios[name]

@@ -12,7 +12,6 @@ import functools
 import pickle
 
 import pyarrow as pa
-import pytest
 from mirror_read import fetch, read_mirror
 
 from corpus.compare import row_multiset
@@ -62,7 +61,6 @@ def test_the_writer_collects_each_batch_once_and_pickles_without_its_connection(
         assert direct.last_result.position.batch_id == 2
 
 
-@pytest.mark.corpus
 def test_a_streaming_query_mirrors_the_table_and_a_replayed_batch_is_skipped(
         spark, corpus, tmp_path, sqlite_database):
     scenario = corpus.scenarios["random_mix"]  # every primitive type, struct, list, map

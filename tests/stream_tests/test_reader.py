@@ -251,7 +251,6 @@ def test_avro_data_file_with_field_ids(tmp_path) -> None:
         {"id": 1, "name": "a", "tags": ["x"]}, {"id": 2, "name": None, "tags": None}]
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("dictionary_reads", ["by row-group size", "always"])
 def test_every_corpus_snapshot_reads_as_iceberg_java_reads_it(corpus, monkeypatch,
                                                               dictionary_reads) -> None:
