@@ -71,7 +71,7 @@ def test_a_big_parquet_file_is_cut_at_its_row_groups():
         assert all(o - piece.start < 64 * MB for o in inner)
     assert [(p.start, p.length) for p in pieces] == [
         (4, 90 * MB - 4), (90 * MB, 90 * MB), (180 * MB, 70 * MB)]
-    assert all(p.is_split for p in pieces)
+    assert all(p.length < whole.data_file.file_size_in_bytes for p in pieces)
     # Everything else about the task is kept: the file, its deletes, its sequence number.
     assert all((p.data_file, p.deletes, p.sequence_number)
                == (whole.data_file, whole.deletes, whole.sequence_number) for p in pieces)
@@ -90,7 +90,6 @@ def test_a_big_parquet_file_is_cut_at_its_row_groups():
 ], ids=lambda t: t.data_file.file_path.rsplit("/", 1)[1])
 def test_files_that_cannot_be_split_stay_whole(whole):
     assert split_task(whole, 64 * MB) == [whole]
-    assert not whole.is_split
 
 
 # -- weights and bin-packing -----------------------------------------------------------------
