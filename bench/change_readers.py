@@ -1,7 +1,7 @@
 """The two ways of getting one commit's row changes that bench/changes.py compares.
 
-- meltwater: `meltwater.stream.change_feed(location, from_snapshot_id=parent,
-  to_snapshot_id=update).reader().read_all()` (what `meltwater.stream.changes` returns, with
+- meltwater: `meltwater.stream.change_feed(location, range_request(from_snapshot_id=parent,
+  to_snapshot_id=update)).reader().read_all()` (what `meltwater.stream.changes` returns, with
   the feed kept so its planning stats can be read), on a FileIO that counts the files it
   opens, after emptying the manifest cache.
 - Spark 3.5 + Iceberg Java: both snapshots read and `EXCEPT ALL` taken both ways, timed in a
@@ -98,12 +98,14 @@ class MeltwaterRuns:
 
 def meltwater_changes(table: dict[str, Any], runs: MeltwaterRuns) -> RunFn:
     """One change read of the update commit, recording its stats and files into `runs`."""
-    from meltwater.stream.engine import change_feed
+    from meltwater.stream.engine.change_feed import change_feed, range_request
+
+    commit = range_request(from_snapshot_id=table["parent_snapshot_id"],
+                           to_snapshot_id=table["update_snapshot_id"])
 
     def run() -> int:
         io = counting_io(table["delete_file_paths"])
-        feed = change_feed(table["location"], from_snapshot_id=table["parent_snapshot_id"],
-                           to_snapshot_id=table["update_snapshot_id"], io=io)
+        feed = change_feed(table["location"], commit, io=io)
         result = feed.reader().read_all()
         runs.stats.append(feed.stats.as_dict())
         runs.files.append(io.counts())

@@ -71,8 +71,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # -- measuring -----------------------------------------------------------------------------
-MELTWATER_WHAT = ("meltwater.stream.change_feed(location, from_snapshot_id=parent, "
-                  "to_snapshot_id=update).reader().read_all(), cold manifest cache")
+MELTWATER_WHAT = ("meltwater.stream.change_feed(location, range_request(from_snapshot_id="
+                  "parent, to_snapshot_id=update)).reader().read_all(), cold manifest cache")
 
 
 def _run_meltwater(run: Callable[[], int], result: Measurement, timed: bool) -> None:

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from meltwater.cli.table_commands import UsageError, parse_timestamp_ms
+from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
 from meltwater.planner.expressions import TRUE
-from meltwater.planner.incremental import BoundNames
 from meltwater.planner.metadata import load_table
 
 
@@ -24,10 +24,19 @@ def _ms(text: str | None, option: str) -> int | None:
     return None if text is None else parse_timestamp_ms(text, option)
 
 
-# What `resolve_range` calls the bounds when it refuses a range, in this command's words.
-BOUND_NAMES = BoundNames(from_sequence="--from-sequence", from_timestamp="--from-timestamp",
-                         to_sequence="--to-sequence", to_timestamp="--to-timestamp",
-                         to_snapshot="--to-snapshot", to_ref="--to-ref")
+def change_range(args: argparse.Namespace) -> RangeRequest:
+    """The range the options ask for, each bound named by its option in refusals."""
+    starts = {"--from-snapshot": (BoundKind.SNAPSHOT, args.from_snapshot),
+              "--from-sequence": (BoundKind.SEQUENCE, args.from_sequence),
+              "--from-timestamp": (BoundKind.TIMESTAMP,
+                                   _ms(args.from_timestamp, "--from-timestamp")),
+              "--from-ref": (BoundKind.REF, args.from_ref)}
+    ends = {"--to-snapshot": (BoundKind.SNAPSHOT, args.to_snapshot),
+            "--to-sequence": (BoundKind.SEQUENCE, args.to_sequence),
+            "--to-timestamp": (BoundKind.TIMESTAMP, _ms(args.to_timestamp, "--to-timestamp")),
+            "--to-ref": (BoundKind.REF, args.to_ref)}
+    return RangeRequest.of(given_bounds(starts, inclusive=False),
+                           given_bounds(ends, inclusive=True), skip_expired=args.skip_expired)
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
@@ -35,18 +44,13 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from meltwater.stream.engine.output import write_stream
 
     feed = change_feed(
-        load_table(args.table),
-        from_snapshot_id=args.from_snapshot, from_sequence=args.from_sequence,
-        from_timestamp_ms=_ms(args.from_timestamp, "--from-timestamp"), from_ref=args.from_ref,
-        to_snapshot_id=args.to_snapshot, to_sequence=args.to_sequence,
-        to_timestamp_ms=_ms(args.to_timestamp, "--to-timestamp"), to_ref=args.to_ref,
+        load_table(args.table), change_range(args),
         filter=args.filter if args.filter else TRUE,
         columns=_names(args.columns, "--columns"), net=args.net,
         compute_updates=True if args.compute_updates else None,
         identifier_columns=_names(args.identifier_columns, "--identifier-columns"),
         keep_carryover=args.keep_carryover, appends_only=args.appends_only,
-        equality_deletes=args.equality_deletes, change_type_names=args.change_type_names,
-        skip_expired=args.skip_expired, bound_names=BOUND_NAMES)
+        equality_deletes=args.equality_deletes, change_type_names=args.change_type_names)
     reader = feed.reader()
     if args.format == "debezium-jsonl":
         from meltwater.stream.engine.change_output import write_debezium_jsonl

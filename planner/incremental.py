@@ -16,11 +16,10 @@ rewrites) change no rows and are skipped without reading anything.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
+from meltwater.planner.change_range import ChangeRange
 from meltwater.planner.change_tasks import (
     AddedRowsTask,
     ChangeCommit,
@@ -30,7 +29,6 @@ from meltwater.planner.change_tasks import (
     DeletedRowsTask,
 )
 from meltwater.planner.delete_index import DeleteFileIndex, referenced_data_file
-from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.files import DataFile, EntryStatus, FileContent, ManifestEntry, ManifestFile
 from meltwater.planner.filter_evaluators import FilterEvaluators
@@ -40,187 +38,7 @@ from meltwater.planner.metadata import Snapshot, Table, TableMetadata
 from meltwater.planner.partition_set import PartitionSet
 from meltwater.planner.tasks import DeleteFileRef
 
-log = logging.getLogger(__name__)
-
 NO_CHANGE_OPERATIONS = frozenset({"replace"})
-
-
-@dataclass(frozen=True)
-class ChangeRange:
-    """Commits after `from_snapshot_id` up to and including `to`, oldest first."""
-
-    from_snapshot_id: int | None
-    to_snapshot_id: int | None
-    commits: tuple[Snapshot, ...]
-    expired_skipped: tuple[int, ...] = ()
-
-
-class BoundNames(NamedTuple):
-    """What the caller calls each range bound, so a refusal names the option the user set
-    (`--from-timestamp` on the command line, `start-timestamp` in Spark)."""
-
-    from_sequence: str = "from_sequence"
-    from_timestamp: str = "from_timestamp_ms"
-    to_sequence: str = "to_sequence"
-    to_timestamp: str = "to_timestamp_ms"
-    to_snapshot: str = "to_snapshot_id"
-    to_ref: str = "to_ref"
-
-
-API_BOUND_NAMES = BoundNames()  # the keyword arguments of `resolve_range` / `changes`
-
-
-def _check_to_sequence(metadata: TableMetadata, sequence: int, names: BoundNames) -> None:
-    """A sequence number beyond the head names a commit that does not exist yet; clamping
-    it to the head would answer for a range the caller did not ask for."""
-    current = metadata.current_snapshot
-    head = current.sequence_number if current is not None else 0
-    if sequence > head:
-        raise InvalidRangeError(f"{names.to_sequence} {sequence} is beyond the table's head "
-                           f"(sequence number {head}, snapshot "
-                           f"{current.snapshot_id if current else None})")
-
-
-def _check_start_before_end(to: Snapshot, names: BoundNames, *, from_sequence: int | None,
-                            from_timestamp_ms: int | None, to_sequence: int | None,
-                            to_timestamp_ms: int | None, to_snapshot_id: int | None,
-                            to_ref: str | None) -> None:
-    """Refuse a start later than an explicit end (Iceberg's Spark changelog scans refuse a
-    start-timestamp after the end-timestamp): the range would be empty by mistake. A
-    start after the head with no end given stays a valid, empty range (nothing since)."""
-    by_snapshot = (f"{names.to_snapshot} {to_snapshot_id}" if to_snapshot_id is not None
-                   else f"{names.to_ref} {to_ref!r}" if to_ref is not None else None)
-    _check_bound(names.from_timestamp, from_timestamp_ms, names.to_timestamp, to_timestamp_ms,
-                 by_snapshot, to.timestamp_ms, "committed at {} ms")
-    _check_bound(names.from_sequence, from_sequence, names.to_sequence, to_sequence,
-                 by_snapshot, to.sequence_number, "sequence number {}")
-
-
-def _check_bound(start_name: str, start: int | None, end_name: str, end: int | None,
-                 by_snapshot: str | None, snapshot_value: int, described: str) -> None:
-    """One kind of bound (timestamp or sequence number): the start against the explicit
-    end of the same kind, else against the end snapshot's value when an end snapshot or
-    ref was named."""
-    if start is None:
-        return
-    if end is not None:
-        limit, what = end, f"{end_name} {end}"
-    elif by_snapshot is not None:
-        limit, what = snapshot_value, f"{by_snapshot} ({described.format(snapshot_value)})"
-    else:
-        return
-    if start > limit:
-        raise InvalidRangeError(f"{start_name} {start} is later than {what}: the range's start "
-                           "must not be after its end")
-
-
-def _snapshot_by_sequence(lineage: list[Snapshot], sequence_number: int) -> Snapshot | None:
-    """The newest snapshot of a lineage (newest first) at or before a sequence number."""
-    return next((s for s in lineage if s.sequence_number <= sequence_number), None)
-
-
-def _snapshot_by_time(lineage: list[Snapshot], timestamp_ms: int) -> Snapshot | None:
-    return next((s for s in lineage if s.timestamp_ms <= timestamp_ms), None)
-
-
-def _resolve_to(metadata: TableMetadata, snapshot_id: int | None, sequence: int | None,
-                timestamp_ms: int | None, ref: str | None,
-                names: BoundNames) -> Snapshot | None:
-    given = [v for v in (snapshot_id, sequence, timestamp_ms, ref) if v is not None]
-    if len(given) > 1:
-        raise InvalidRangeError("give the range's end once: snapshot id, sequence number, "
-                           "timestamp or ref")
-    if snapshot_id is not None:
-        return metadata.snapshot(snapshot_id)
-    if ref is not None:
-        return metadata.snapshot_for_ref(ref)
-    current = metadata.current_snapshot
-    if current is None:
-        return None
-    lineage = metadata.ancestors(current.snapshot_id)
-    if sequence is not None:
-        _check_to_sequence(metadata, sequence, names)
-        found = _snapshot_by_sequence(lineage, sequence)
-        if found is None:
-            raise NoSuchSnapshotError(f"no snapshot at or before sequence number {sequence}")
-        return found
-    if timestamp_ms is not None:
-        found = _snapshot_by_time(lineage, timestamp_ms)
-        if found is None:
-            raise NoSuchSnapshotError(f"no snapshot at or before {timestamp_ms} ms")
-        return found
-    return current
-
-
-def resolve_range(table: Table, *, from_snapshot_id: int | None = None,
-                  from_sequence: int | None = None, from_timestamp_ms: int | None = None,
-                  from_ref: str | None = None, to_snapshot_id: int | None = None,
-                  to_sequence: int | None = None, to_timestamp_ms: int | None = None,
-                  to_ref: str | None = None, skip_expired: bool = False,
-                  names: BoundNames = API_BOUND_NAMES) -> ChangeRange:
-    """The commits of (from, to], walking `to`'s parent chain back to `from`.
-
-    `from` is exclusive: by snapshot id, by sequence number (changes committed with a
-    greater one), by time (changes committed after it) or by ref. Missing `from` means the
-    whole history; missing `to` the current snapshot. A start later than an explicit end,
-    or a `to_sequence` beyond the head, is refused (`InvalidRangeError`, naming the bounds as
-    `names` says the caller calls them): every entry point (CLI, API, Spark) comes here.
-    """
-    metadata = table.metadata
-    if to_sequence is not None and metadata.current_snapshot is None:
-        _check_to_sequence(metadata, to_sequence, names)
-    to = _resolve_to(metadata, to_snapshot_id, to_sequence, to_timestamp_ms, to_ref, names)
-    if to is None:
-        return ChangeRange(None, None, ())
-    _check_start_before_end(to, names, from_sequence=from_sequence,
-                            from_timestamp_ms=from_timestamp_ms, to_sequence=to_sequence,
-                            to_timestamp_ms=to_timestamp_ms, to_snapshot_id=to_snapshot_id,
-                            to_ref=to_ref)
-    lineage = metadata.ancestors(to.snapshot_id)
-    given = [v for v in (from_snapshot_id, from_sequence, from_timestamp_ms, from_ref)
-             if v is not None]
-    if len(given) > 1:
-        raise InvalidRangeError("give the range's start once: snapshot id, sequence number, "
-                           "timestamp or ref")
-    start: int | None = from_snapshot_id
-    if from_ref is not None:
-        start = metadata.snapshot_for_ref(from_ref).snapshot_id
-    elif from_sequence is not None:
-        found = _snapshot_by_sequence(lineage, from_sequence)
-        start = found.snapshot_id if found is not None else None
-    elif from_timestamp_ms is not None:
-        found = _snapshot_by_time(lineage, from_timestamp_ms)
-        start = found.snapshot_id if found is not None else None
-    commits: list[Snapshot] = []
-    expired: list[int] = []
-    for snapshot in lineage:
-        if snapshot.snapshot_id == start:
-            break
-        commits.append(snapshot)
-    else:
-        oldest = lineage[-1]
-        if oldest.parent_id is not None and oldest.parent_id != start:
-            # the chain stops at an expired parent before reaching `from`
-            if start is not None and start not in metadata.snapshots and not skip_expired:
-                raise ExpiredSnapshotsError(
-                    f"snapshots between {start} and {to.snapshot_id} have expired (the "
-                    f"oldest retained ancestor {oldest.snapshot_id} has parent "
-                    f"{oldest.parent_id}, which is gone); start from {oldest.snapshot_id}")
-            if start is not None and start in metadata.snapshots:
-                raise InvalidRangeError(f"snapshot {start} is not an ancestor of "
-                                   f"{to.snapshot_id}")
-            if not skip_expired:
-                raise ExpiredSnapshotsError(
-                    f"the history before snapshot {oldest.snapshot_id} has expired (its "
-                    f"parent {oldest.parent_id} is gone); start from {oldest.snapshot_id} "
-                    "or opt in to skipping expired snapshots")
-            expired.append(oldest.parent_id)
-            log.warning("skipping expired snapshots before %s (parent %s is gone)",
-                        oldest.snapshot_id, oldest.parent_id)
-        elif start is not None and oldest.parent_id is None:
-            raise InvalidRangeError(f"snapshot {start} is not an ancestor of {to.snapshot_id}")
-    commits.reverse()
-    return ChangeRange(start, to.snapshot_id, tuple(commits), tuple(expired))
 
 
 class _DeleteReach:

@@ -25,7 +25,7 @@ processes start from site-packages, not pyspark.zip: see `spark.session`)::
     spark = meltwater.stream.local_session("local[2]")
 """
 
-from meltwater.stream.engine.change_feed import ChangeFeed, change_feed, changes
+from meltwater.stream.engine.change_feed import ChangeFeed, change_feed, changes, range_request
 from meltwater.stream.engine.scan import Plan, plan, read_plan, scan
 
 
@@ -43,5 +43,5 @@ def local_session(master: str = "local[2]", **kwargs):
     return build(master, **kwargs)
 
 
-__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "local_session", "plan", "read_plan",
-           "register", "scan"]
+__all__ = ["ChangeFeed", "Plan", "change_feed", "changes", "local_session", "plan",
+           "range_request", "read_plan", "register", "scan"]

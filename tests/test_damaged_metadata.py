@@ -19,8 +19,8 @@ import fastavro
 import pytest
 
 import meltwater.stream
+from meltwater.planner.change_range import resolve_range
 from meltwater.planner.errors import CorruptMetadataError, InvalidRangeError
-from meltwater.planner.incremental import resolve_range
 from meltwater.planner.metadata import load_table
 from meltwater.stream.spark.options import change_read
 
@@ -232,14 +232,15 @@ def test_a_start_after_the_end_is_refused_naming_the_bounds(corpus):
     with pytest.raises(InvalidRangeError, match=f"to_sequence {head.sequence_number + 1} is "
                                            "beyond the table's head"):
         meltwater.stream.changes(scenario.location, to_sequence=head.sequence_number + 1)
-    kwargs = change_read({"start-timestamp": late, "end-timestamp": early}).kwargs
-    with pytest.raises(InvalidRangeError, match=f"start-timestamp/startingTimestamp {late} is "
-                                           f"later than end-timestamp/endingTimestamp"):
-        meltwater.stream.change_feed(scenario.location, **kwargs)
+    read = change_read({"start-timestamp": late, "endingTimestamp": early})
+    with pytest.raises(InvalidRangeError, match=f"start-timestamp {late} is later than "
+                                                f"endingTimestamp {early}"):
+        meltwater.stream.change_feed(scenario.location, read.range, **read.kwargs)
     # a start after the head with no end given is a valid, empty range (nothing since)
-    assert resolve_range(table, from_timestamp_ms=head.timestamp_ms + 1).commits == ()
-    assert resolve_range(table, to_sequence=head.sequence_number).to_snapshot_id == (
-        head.snapshot_id)
+    since = meltwater.stream.range_request(from_timestamp_ms=head.timestamp_ms + 1)
+    assert resolve_range(table, since).commits == ()
+    up_to_head = meltwater.stream.range_request(to_sequence=head.sequence_number)
+    assert resolve_range(table, up_to_head).to_snapshot_id == head.snapshot_id
 
 
 # -- 3. a data file with neither field ids nor the table's names ------------------------------

@@ -12,20 +12,22 @@ afterwards, so selecting columns never turns a real change into a carry-over.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from meltwater.planner.expressions import TRUE, Expression, bind
-from meltwater.planner.fileio import FileIO
-from meltwater.planner.incremental import (
-    API_BOUND_NAMES,
-    BoundNames,
+from meltwater.planner.change_range import (
+    BoundKind,
     ChangeRange,
-    IncrementalPlanner,
+    RangeRequest,
+    given_bounds,
     resolve_range,
 )
+from meltwater.planner.expressions import TRUE, Expression, bind
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.types import Schema
@@ -38,6 +40,8 @@ from meltwater.stream.engine.change_schema import (
     ChangeOptions,
 )
 from meltwater.stream.errors import ChangeOptionError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,32 +90,51 @@ class ChangeFeed:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.batches(batch_size))
 
 
+def _warn_skipped(change_range: ChangeRange) -> None:
+    """Say which expired history a range skipped on request (the resolver only records it)."""
+    for parent in change_range.expired_skipped:
+        oldest = change_range.commits[0].snapshot_id if change_range.commits else None
+        log.warning("skipping expired snapshots before %s (parent %s is gone)", oldest, parent)
+
+
 def _identifier_ids(schema: Schema, identifier_columns: list[str] | None) -> tuple[int, ...]:
     if identifier_columns:
         return tuple(schema.field_id(name) for name in identifier_columns)
     return tuple(schema.identifier_field_ids)
 
 
-def change_feed(table: Table | str, *, from_snapshot_id: int | None = None,
-                from_sequence: int | None = None, from_timestamp_ms: int | None = None,
-                from_ref: str | None = None, to_snapshot_id: int | None = None,
-                to_sequence: int | None = None, to_timestamp_ms: int | None = None,
-                to_ref: str | None = None, filter: Expression | str = TRUE,
+def range_request(*, from_snapshot_id: int | None = None, from_sequence: int | None = None,
+                  from_timestamp_ms: int | None = None, from_ref: str | None = None,
+                  to_snapshot_id: int | None = None, to_sequence: int | None = None,
+                  to_timestamp_ms: int | None = None, to_ref: str | None = None,
+                  skip_expired: bool = False) -> RangeRequest:
+    """The range the Python API's keyword arguments ask for (see `changes`); a refusal
+    names these keywords."""
+    starts = {"from_snapshot_id": (BoundKind.SNAPSHOT, from_snapshot_id),
+              "from_sequence": (BoundKind.SEQUENCE, from_sequence),
+              "from_timestamp_ms": (BoundKind.TIMESTAMP, from_timestamp_ms),
+              "from_ref": (BoundKind.REF, from_ref)}
+    ends = {"to_snapshot_id": (BoundKind.SNAPSHOT, to_snapshot_id),
+            "to_sequence": (BoundKind.SEQUENCE, to_sequence),
+            "to_timestamp_ms": (BoundKind.TIMESTAMP, to_timestamp_ms),
+            "to_ref": (BoundKind.REF, to_ref)}
+    return RangeRequest.of(given_bounds(starts, inclusive=False),
+                           given_bounds(ends, inclusive=True), skip_expired=skip_expired)
+
+
+def change_feed(table: Table | str, range_request: RangeRequest | None = None, *,
+                filter: Expression | str = TRUE,
                 columns: list[str] | None = None, net: bool = False,
                 compute_updates: bool | None = None,
                 identifier_columns: list[str] | None = None, keep_carryover: bool = False,
                 appends_only: bool = False, equality_deletes: str = "resolve",
-                change_type_names: str = "iceberg", skip_expired: bool = False,
-                io: FileIO | None = None,
-                bound_names: BoundNames = API_BOUND_NAMES) -> ChangeFeed:
-    """Plan a change read; see `changes` for the options. `bound_names`: what the caller
-    calls the range options, for the error refusing a start after the end."""
+                change_type_names: str = "iceberg",
+                io: FileIO | None = None) -> ChangeFeed:
+    """Plan a change read of a range (default: the whole retained history up to the
+    current snapshot); see `changes` for the options."""
     loaded = load_table(table, io) if isinstance(table, str) else table
-    change_range = resolve_range(
-        loaded, from_snapshot_id=from_snapshot_id, from_sequence=from_sequence,
-        from_timestamp_ms=from_timestamp_ms, from_ref=from_ref, to_snapshot_id=to_snapshot_id,
-        to_sequence=to_sequence, to_timestamp_ms=to_timestamp_ms, to_ref=to_ref,
-        skip_expired=skip_expired, names=bound_names)
+    change_range = resolve_range(loaded, range_request or RangeRequest())
+    _warn_skipped(change_range)
     metadata = loaded.metadata
     end = (metadata.snapshot(change_range.to_snapshot_id)
            if change_range.to_snapshot_id is not None else None)
@@ -142,7 +165,17 @@ def change_feed(table: Table | str, *, from_snapshot_id: int | None = None,
     return ChangeFeed(loaded, change_range, schema, bound, columns, options, appends_only)
 
 
-def changes(table: Table | str, *, batch_size: int = 131_072, **options) -> pa.RecordBatchReader:
+def changes(table: Table | str, *, from_snapshot_id: int | None = None,
+            from_sequence: int | None = None, from_timestamp_ms: int | None = None,
+            from_ref: str | None = None, to_snapshot_id: int | None = None,
+            to_sequence: int | None = None, to_timestamp_ms: int | None = None,
+            to_ref: str | None = None, skip_expired: bool = False,
+            filter: Expression | str = TRUE, columns: list[str] | None = None,
+            net: bool = False, compute_updates: bool | None = None,
+            identifier_columns: list[str] | None = None, keep_carryover: bool = False,
+            appends_only: bool = False, equality_deletes: str = "resolve",
+            change_type_names: str = "iceberg", io: FileIO | None = None,
+            batch_size: int = 131_072) -> pa.RecordBatchReader:
     """The changes of a table between two snapshots, as a stream of Arrow batches.
 
     The range is (from, to]: `from_*` is exclusive and `to_*` inclusive, each by snapshot
@@ -165,4 +198,14 @@ def changes(table: Table | str, *, batch_size: int = 131_072, **options) -> pa.R
         reader = meltwater.stream.changes("/warehouse/db/orders",
                                           from_snapshot_id=5003, compute_updates=True)
     """
-    return change_feed(table, **options).reader(batch_size)
+    request = range_request(
+        from_snapshot_id=from_snapshot_id, from_sequence=from_sequence,
+        from_timestamp_ms=from_timestamp_ms, from_ref=from_ref, to_snapshot_id=to_snapshot_id,
+        to_sequence=to_sequence, to_timestamp_ms=to_timestamp_ms, to_ref=to_ref,
+        skip_expired=skip_expired)
+    feed = change_feed(table, request, filter=filter, columns=columns, net=net,
+                       compute_updates=compute_updates, identifier_columns=identifier_columns,
+                       keep_carryover=keep_carryover, appends_only=appends_only,
+                       equality_deletes=equality_deletes, change_type_names=change_type_names,
+                       io=io)
+    return feed.reader(batch_size)

@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from meltwater.planner.change_range import RangeRequest
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import Table, load_table
@@ -133,26 +134,15 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
         scan.snapshot  # noqa: B018  (resolves now: an unknown snapshot fails at load time)
         return ResolvedRead(table, scan=scan)
     if is_change_read(options):
-        kwargs = change_kwargs(table, options)
+        read = change_read(options)
+        request, kwargs = read.range, read.kwargs
     else:
         # A stream (only streaming options given): its schema is the current snapshot's,
         # and resolving its history here would fail on expired snapshots it never reads.
-        current = table.metadata.current_snapshot_id
-        kwargs = {**change_options(options), "from_snapshot_id": current,
-                  "to_snapshot_id": current}
-    return ResolvedRead(table, feed=change_feed(table, filter=row_filter, **kwargs))
-
-
-def change_kwargs(table: Table, options: Mapping[str, str]) -> dict[str, Any]:
-    """`change_feed` keyword arguments of a change read, Spark 4.2's inclusive
-    `startingVersion` resolved to its parent (None, the whole history, for the first)."""
-    read = change_read(options)
-    kwargs = dict(read.kwargs)
-    if read.inclusive_start_snapshot_id is not None:
-        start = table.metadata.snapshot(read.inclusive_start_snapshot_id)
-        if start.parent_id is not None:
-            kwargs["from_snapshot_id"] = start.parent_id
-    return kwargs
+        request = RangeRequest.empty_at(table.metadata.current_snapshot_id)
+        kwargs = change_options(options)
+        kwargs.pop("skip_expired", None)
+    return ResolvedRead(table, feed=change_feed(table, request, filter=row_filter, **kwargs))
 
 
 class MeltwaterBatchReader(DataSourceReader):
@@ -257,5 +247,5 @@ def _unfit_for_read_schema(what: str) -> UnreadableFileError:
     return UnreadableFileError(f"{what}; give a schema whose types fit the table's")
 
 
-__all__ = ["METADATA_COLUMNS", "MeltwaterBatchReader", "ResolvedRead", "change_kwargs",
-           "resolve_read", "wants_change_schema"]
+__all__ = ["METADATA_COLUMNS", "MeltwaterBatchReader", "ResolvedRead", "resolve_read",
+           "wants_change_schema"]

@@ -1,13 +1,14 @@
 """Reader options of the `meltwater` Spark source, in Iceberg's names and Spark 4.2's aliases.
 
 Spark hands a data source a case-insensitive map of strings; this module turns it into the
-keyword arguments of `meltwater.stream.scan` / `change_feed`, so the batch reader, the
+arguments of `meltwater.stream.scan` / `change_feed`, so the batch reader, the
 stream reader and their tests agree on what each option means. It imports no pyspark.
 
 Iceberg's change options are exclusive at the start and inclusive at the end
 (`start-snapshot-id`, `end-snapshot-id`, ...). Spark 4.2's change-read names
-(`startingVersion`, `startingTimestamp`, ...) are inclusive at both ends, so an inclusive
-start version V becomes the exclusive start "parent of V" here.
+(`startingVersion`, `startingTimestamp`, ...) are inclusive at both ends. Each becomes a
+`meltwater.planner.change_range.RangeBound` named by the option the user set, so the
+planner's one resolver decides what it means and its refusals speak of that option.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from meltwater.planner.incremental import BoundNames
+from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
 from meltwater.stream.errors import OptionError
 from meltwater.stream.watch.change_stream import StreamRead
 
@@ -104,12 +105,10 @@ class SnapshotRead:
 
 @dataclass(frozen=True)
 class ChangeRead:
-    """A change read: kwargs for `meltwater.stream.change_feed`."""
+    """A change read: the range and the row-level kwargs of `meltwater.stream.change_feed`."""
 
+    range: RangeRequest
     kwargs: dict[str, Any] = field(default_factory=dict)
-    # Spark 4.2's inclusive starting version, resolved to its parent by the reader
-    # (the parent needs table metadata, which this module does not read).
-    inclusive_start_snapshot_id: int | None = None
 
 
 _CHANGE_START = ("start-snapshot-id", "start-sequence-number", "start-timestamp",
@@ -181,47 +180,33 @@ def change_options(options: Mapping[str, str]) -> dict[str, Any]:
     return kwargs
 
 
-# What `resolve_range` calls the bounds when it refuses a range, in this source's options.
-BOUND_NAMES = BoundNames(from_sequence="start-sequence-number",
-                         from_timestamp="start-timestamp/startingTimestamp",
-                         to_timestamp="end-timestamp/endingTimestamp",
-                         to_snapshot="end-snapshot-id/endingVersion")
-
-
 def change_read(options: Mapping[str, str]) -> ChangeRead:
     """A batch change read's range and options, Iceberg names first, Spark 4.2 aliases after.
 
     Iceberg: start-snapshot-id / start-sequence-number / start-timestamp (exclusive),
     end-snapshot-id / end-timestamp (inclusive). Spark 4.2: startingVersion /
-    startingTimestamp (inclusive), endingVersion / endingTimestamp (inclusive).
+    startingTimestamp (inclusive), endingVersion / endingTimestamp (inclusive). Each end
+    is given once; a refusal names the option as the user spelled it here.
     """
     lowered = _lower(options)
     kwargs = change_options(options)
-    starts = {
-        "from_snapshot_id": _int(lowered, "start-snapshot-id"),
-        "from_sequence": _int(lowered, "start-sequence-number"),
-        "from_timestamp_ms": _timestamp_ms(lowered, "start-timestamp"),
-    }
-    inclusive_version = _int(lowered, "startingVersion")
-    inclusive_time = _timestamp_ms(lowered, "startingTimestamp")
-    if inclusive_time is not None:
-        starts["from_timestamp_ms"] = starts["from_timestamp_ms"] or inclusive_time - 1
-    given = [k for k, v in starts.items() if v is not None]
-    if len(given) + (inclusive_version is not None) > 1:
-        raise OptionError("give the change range's start once (start-snapshot-id, "
-                          "start-sequence-number, start-timestamp, startingVersion or "
-                          "startingTimestamp)")
-    kwargs.update({k: v for k, v in starts.items() if v is not None})
-    end_id = _int(lowered, "end-snapshot-id", "endingVersion")
-    end_ms = _timestamp_ms(lowered, "end-timestamp", "endingTimestamp")
-    if end_id is not None and end_ms is not None:
-        raise OptionError("give the change range's end once (end-snapshot-id or end-timestamp)")
-    if end_id is not None:
-        kwargs["to_snapshot_id"] = end_id
-    if end_ms is not None:
-        kwargs["to_timestamp_ms"] = end_ms
-    kwargs["bound_names"] = BOUND_NAMES
-    return ChangeRead(kwargs, inclusive_version)
+    skip_expired = bool(kwargs.pop("skip_expired", False))
+    exclusive_starts = {
+        "start-snapshot-id": (BoundKind.SNAPSHOT, _int(lowered, "start-snapshot-id")),
+        "start-sequence-number": (BoundKind.SEQUENCE, _int(lowered, "start-sequence-number")),
+        "start-timestamp": (BoundKind.TIMESTAMP, _timestamp_ms(lowered, "start-timestamp"))}
+    inclusive_starts = {
+        "startingVersion": (BoundKind.SNAPSHOT, _int(lowered, "startingVersion")),
+        "startingTimestamp": (BoundKind.TIMESTAMP, _timestamp_ms(lowered, "startingTimestamp"))}
+    ends = {"end-snapshot-id": (BoundKind.SNAPSHOT, _int(lowered, "end-snapshot-id")),
+            "endingVersion": (BoundKind.SNAPSHOT, _int(lowered, "endingVersion")),
+            "end-timestamp": (BoundKind.TIMESTAMP, _timestamp_ms(lowered, "end-timestamp")),
+            "endingTimestamp": (BoundKind.TIMESTAMP, _timestamp_ms(lowered, "endingTimestamp"))}
+    starts = (given_bounds(exclusive_starts, inclusive=False)
+              + given_bounds(inclusive_starts, inclusive=True))
+    request = RangeRequest.of(starts, given_bounds(ends, inclusive=True),
+                              skip_expired=skip_expired)
+    return ChangeRead(request, kwargs)
 
 
 # -- streaming reads -------------------------------------------------------------------------

@@ -94,6 +94,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from meltwater.planner.change_range import RangeRequest
 from meltwater.planner.change_tasks import (
     AddedRowsTask,
     ChangeCommit,
@@ -295,8 +296,7 @@ class ChangeStream:
     def _fix_schema(self, table: Table) -> _StreamSchema:
         metadata = table.metadata
         current = metadata.current_snapshot_id
-        feed = change_feed(table, from_snapshot_id=current, to_snapshot_id=current,
-                           **self.read.change_kwargs)
+        feed = change_feed(table, RangeRequest.empty_at(current), **self.read.change_kwargs)
         names = {f.name for f in feed.schema.fields}
         columns = tuple(c for c in self.columns if c not in METADATA_COLUMNS)
         unknown = [c for c in columns if c not in names]

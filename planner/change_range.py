@@ -1,0 +1,331 @@
+"""Where a change range starts and ends: bounds as callers give them, resolved to commits.
+
+A change range is the commits of one lineage after a start and up to an end, `(from, to]`
+in Iceberg's changelog terms. Each entry point names its bounds its own way: the CLI's
+`--from-timestamp`, Iceberg's Spark option `start-timestamp` (exclusive), Spark 4.2 and
+Delta's `startingTimestamp` (inclusive), the Python API's `from_timestamp_ms`, a stream's
+`stream-from-timestamp`. Each becomes a `RangeBound` that keeps the caller's name for it,
+and one resolver turns a `RangeRequest` into a `ChangeRange`: every entry point makes the
+same decisions, and every refusal names the option the user set.
+
+A bound names a point of the end's lineage, by snapshot id, sequence number, commit time or
+ref; by sequence number or time it is the newest snapshot at or before the value, as
+Iceberg's `SnapshotUtil.snapshotIdAsOfTime` finds one. An exclusive start (Iceberg's
+`fromSnapshotExclusive`, the default) reads the commits after that point; an inclusive
+start (`fromSnapshotInclusive`, Spark's `startingVersion`) also reads the point's own
+commit, so it resolves one step earlier: the parent of a snapshot, the newest commit
+strictly before a time or sequence number. Ends are inclusive, as Iceberg's `toSnapshot`
+and Spark's `endingVersion` are.
+
+Resolving reads table metadata only, never a manifest.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
+from meltwater.planner.metadata import Snapshot, Table, TableMetadata
+
+
+class BoundKind(enum.Enum):
+    """What a bound's value is."""
+
+    SNAPSHOT = "snapshot id"
+    SEQUENCE = "sequence number"
+    TIMESTAMP = "timestamp in ms"
+    REF = "branch or tag"
+
+    @property
+    def names_a_snapshot(self) -> bool:
+        """Snapshot ids and refs name one snapshot; sequence numbers and times a position
+        along the lineage, found by searching it."""
+        return self in (BoundKind.SNAPSHOT, BoundKind.REF)
+
+
+@dataclass(frozen=True)
+class RangeBound:
+    """One end of a change range, as a caller gave it.
+
+    `option` is what the caller calls this bound (`--from-timestamp`, `startingVersion`,
+    `from_timestamp_ms`); every refusal that involves the bound names it so.
+    """
+
+    kind: BoundKind
+    value: int | str
+    inclusive: bool
+    option: str
+
+    def __post_init__(self) -> None:
+        if self.kind is BoundKind.REF:
+            if not isinstance(self.value, str) or not self.value:
+                raise InvalidRangeError(f"{self.option} {self.value!r}: expected the name of "
+                                        "a branch or tag")
+        elif not isinstance(self.value, int) or isinstance(self.value, bool):
+            raise InvalidRangeError(f"{self.option} {self.value!r}: expected an integer "
+                                    f"({self.kind.value})")
+
+    @classmethod
+    def after(cls, kind: BoundKind, value: int | str, option: str) -> RangeBound:
+        """An exclusive start: the changes committed after this point."""
+        return cls(kind, value, False, option)
+
+    @classmethod
+    def at(cls, kind: BoundKind, value: int | str, option: str) -> RangeBound:
+        """An inclusive bound: a start whose own commit is read, or a range's end."""
+        return cls(kind, value, True, option)
+
+    def __str__(self) -> str:
+        value = repr(self.value) if self.kind is BoundKind.REF else str(self.value)
+        return f"{self.option} {value}"
+
+
+@dataclass(frozen=True)
+class RangeRequest:
+    """A change range as asked for: where it starts, where it ends, and whether history
+    that expired inside it is skipped (with a warning from the reader) or refused.
+
+    No start means the whole retained history; no end the table's current snapshot.
+    """
+
+    start: RangeBound | None = None
+    end: RangeBound | None = None
+    skip_expired: bool = False
+
+    def __post_init__(self) -> None:
+        if self.end is not None and not self.end.inclusive:
+            raise InvalidRangeError(f"{self.end}: a range's end is inclusive (the range is "
+                                    "(from, to], or [from, to] with an inclusive start)")
+
+    @classmethod
+    def of(cls, start: Iterable[RangeBound] = (), end: Iterable[RangeBound] = (), *,
+           skip_expired: bool = False) -> RangeRequest:
+        """The range of the bounds a caller was given, each end at most once (a caller
+        offering several ways to give an end passes whichever were set)."""
+        return cls(_once("start", start), _once("end", end), skip_expired)
+
+    @classmethod
+    def empty_at(cls, snapshot_id: int | None) -> RangeRequest:
+        """No commits, ending at a snapshot: the schema and options of a feed there without
+        resolving its history (which may have expired). None: an empty table."""
+        if snapshot_id is None:
+            return cls()
+        return cls(RangeBound.after(BoundKind.SNAPSHOT, snapshot_id, "snapshot"),
+                   RangeBound.at(BoundKind.SNAPSHOT, snapshot_id, "snapshot"))
+
+
+def given_bounds(options: Mapping[str, tuple[BoundKind, int | str | None]], *,
+                 inclusive: bool) -> list[RangeBound]:
+    """The bounds of the options a caller has that were set: option name -> (kind, value,
+    None when not set). For `RangeRequest.of`, which refuses more than one per end."""
+    return [RangeBound(kind, value, inclusive, option)
+            for option, (kind, value) in options.items() if value is not None]
+
+
+def _once(side: str, bounds: Iterable[RangeBound]) -> RangeBound | None:
+    given = list(bounds)
+    if len(given) > 1:
+        raise InvalidRangeError(f"give the range's {side} once, not "
+                                f"{' and '.join(b.option for b in given)}")
+    return given[0] if given else None
+
+
+@dataclass(frozen=True)
+class ChangeRange:
+    """Commits after `from_snapshot_id` up to and including `to`, oldest first.
+
+    `expired_skipped`: parents of the oldest commit whose history had expired and was
+    skipped on request (the reader warns about them).
+    """
+
+    from_snapshot_id: int | None
+    to_snapshot_id: int | None
+    commits: tuple[Snapshot, ...]
+    expired_skipped: tuple[int, ...] = ()
+
+
+# -- the resolver ------------------------------------------------------------------------------
+
+
+def resolve_range(table: Table, request: RangeRequest = RangeRequest()) -> ChangeRange:
+    """The commits of the requested range, walking the end's parent chain back to the start.
+
+    Refused, naming the bounds as the caller calls them: a start later than an explicit
+    end (Iceberg's Spark changelog scans refuse a start-timestamp after the end-timestamp;
+    the range would be empty by mistake), an end sequence number beyond the head (clamping
+    it would answer for a range nobody asked for), a bound naming no snapshot, a start that
+    is not an ancestor of the end (`InvalidRangeError`, `NoSuchSnapshotError`), and history
+    that expired inside the range unless `skip_expired` (`ExpiredSnapshotsError`). A start
+    after the head with no end given is a valid, empty range: nothing since.
+    """
+    metadata = table.metadata
+    end = _resolve_end(metadata, request.end)
+    if end is None:  # an empty table: nothing to read, but a named start must exist
+        if request.start is not None and request.start.kind.names_a_snapshot:
+            _named_snapshot(metadata, request.start)
+        return ChangeRange(None, None, ())
+    if request.start is not None:
+        _check_start_before_end(request.start, request.end, end)
+    lineage = metadata.ancestors(end.snapshot_id)
+    start = _resolve_start(metadata, request.start, lineage)
+    commits: list[Snapshot] = []
+    expired: tuple[int, ...] = ()
+    for snapshot in lineage:
+        if snapshot.snapshot_id == start:
+            break
+        commits.append(snapshot)
+    else:
+        expired = _check_unreached_start(metadata, request, start, lineage[-1], end)
+    bound = request.start
+    if bound is not None and bound.inclusive and bound.kind.names_a_snapshot:
+        first = _named_snapshot(metadata, bound).snapshot_id
+        if first not in {c.snapshot_id for c in commits}:
+            raise _not_an_ancestor(metadata, bound, end)
+    commits.reverse()
+    return ChangeRange(start, end.snapshot_id, tuple(commits), expired)
+
+
+def resolve_start(table: Table, start: RangeBound, *, skip_expired: bool = False) -> int | None:
+    """Where a stream starting at `start` begins: the snapshot whose commits it has read
+    (None: none yet, read from the first). Resolved as the range from `start` to the
+    current snapshot, with the same checks and errors."""
+    request = RangeRequest(start, None, skip_expired)
+    return resolve_range(table, request).from_snapshot_id
+
+
+def _named_snapshot(metadata: TableMetadata, bound: RangeBound) -> Snapshot:
+    """The snapshot a snapshot-id or ref bound names; a refusal names the bound."""
+    try:
+        if bound.kind is BoundKind.REF:
+            return metadata.snapshot_for_ref(str(bound.value))
+        return metadata.snapshot(int(bound.value))
+    except NoSuchSnapshotError as error:
+        raise NoSuchSnapshotError(f"{bound}: {error}") from None
+
+
+def _not_an_ancestor(metadata: TableMetadata, bound: RangeBound,
+                     end: Snapshot) -> InvalidRangeError:
+    """The refusal of a start off the end's lineage (a ref shown with its snapshot)."""
+    shown = str(bound)
+    if bound.kind is BoundKind.REF:
+        shown += f" (snapshot {_named_snapshot(metadata, bound).snapshot_id})"
+    return InvalidRangeError(f"{shown} is not an ancestor of {end.snapshot_id}")
+
+
+def _position(snapshot: Snapshot, kind: BoundKind) -> int:
+    """A snapshot's place along the lineage as a bound of this kind measures it."""
+    return snapshot.sequence_number if kind is BoundKind.SEQUENCE else snapshot.timestamp_ms
+
+
+def _describe_position(value: int, kind: BoundKind) -> str:
+    return f"sequence number {value}" if kind is BoundKind.SEQUENCE else f"{value} ms"
+
+
+def _at_or_before(lineage: list[Snapshot], kind: BoundKind, value: int) -> Snapshot | None:
+    """The newest snapshot of a lineage (newest first) at or before a sequence number or
+    commit time."""
+    return next((s for s in lineage if _position(s, kind) <= value), None)
+
+
+def _resolve_end(metadata: TableMetadata, bound: RangeBound | None) -> Snapshot | None:
+    """The range's last snapshot (None: the table has none)."""
+    current = metadata.current_snapshot
+    if bound is None:
+        return current
+    if bound.kind is BoundKind.SEQUENCE:
+        head = current.sequence_number if current is not None else 0
+        if int(bound.value) > head:
+            raise InvalidRangeError(f"{bound} is beyond the table's head (sequence number "
+                                    f"{head}, snapshot "
+                                    f"{current.snapshot_id if current else None})")
+    if bound.kind.names_a_snapshot:
+        return _named_snapshot(metadata, bound)
+    if current is None:
+        return None
+    value = int(bound.value)
+    found = _at_or_before(metadata.ancestors(current.snapshot_id), bound.kind, value)
+    if found is None:
+        raise NoSuchSnapshotError(f"{bound}: no snapshot at or before "
+                                  f"{_describe_position(value, bound.kind)}")
+    return found
+
+
+def _resolve_start(metadata: TableMetadata, bound: RangeBound | None,
+                   lineage: list[Snapshot]) -> int | None:
+    """The last snapshot before the range (None: the range starts at the beginning).
+
+    An exclusive snapshot id is taken as given, even expired: a range after the parent of
+    the oldest retained snapshot is still whole."""
+    if bound is None:
+        return None
+    if bound.kind is BoundKind.SNAPSHOT and not bound.inclusive:
+        return int(bound.value)
+    if bound.kind.names_a_snapshot:
+        named = _named_snapshot(metadata, bound)
+        return named.parent_id if bound.inclusive else named.snapshot_id
+    # an inclusive start also reads the commit at its value: the point is strictly before it
+    limit = int(bound.value) - 1 if bound.inclusive else int(bound.value)
+    found = _at_or_before(lineage, bound.kind, limit)
+    return found.snapshot_id if found is not None else None
+
+
+def _check_start_before_end(start: RangeBound, end: RangeBound | None,
+                            last: Snapshot) -> None:
+    """Refuse a start by time or sequence number later than an explicit end: against the
+    end's own value when it is of the same kind, else against the end snapshot's. (A start
+    by snapshot or ref after the end is refused by the ancestor check.)"""
+    if end is None or start.kind.names_a_snapshot:
+        return
+    if end.kind is start.kind:
+        limit, what = int(end.value), str(end)
+    else:
+        limit = _position(last, start.kind)
+        where = _describe_position(limit, start.kind)
+        if start.kind is BoundKind.TIMESTAMP:
+            where = f"committed at {where}"
+        if not end.kind.names_a_snapshot:
+            where = f"snapshot {last.snapshot_id}, {where}"
+        what = f"{end} ({where})"
+    if int(start.value) > limit:
+        raise InvalidRangeError(f"{start} is later than {what}: the range's start must not "
+                                "be after its end")
+
+
+def _check_unreached_start(metadata: TableMetadata, request: RangeRequest, start: int | None,
+                           oldest: Snapshot, end: Snapshot) -> tuple[int, ...]:
+    """The walk from the end ran out of retained history before meeting the start: fine
+    when it stopped right after the start (an expired start, or the table's first
+    snapshot); else the start is no ancestor, or history inside the range has expired
+    (skipped on request: the expired parent is returned)."""
+    bound = request.start
+    parent = oldest.parent_id
+    if parent == start:
+        return ()
+    named = f"{bound}: " if bound is not None else ""
+    if start is not None and start in metadata.snapshots:
+        assert bound is not None
+        raise _not_an_ancestor(metadata, bound, end)
+    if start is not None and parent is None:  # the whole lineage is retained
+        assert bound is not None
+        if bound.inclusive:  # its snapshot exists, with a parent off the lineage
+            raise _not_an_ancestor(metadata, bound, end)
+        raise NoSuchSnapshotError(f"{bound} is not a snapshot of table {metadata.location} "
+                                  "(expired or never committed)")
+    assert parent is not None
+    if request.skip_expired:
+        return (parent,)
+    if start is not None:
+        raise ExpiredSnapshotsError(
+            f"{named}the snapshots between {start} and {end.snapshot_id} have expired (the "
+            f"oldest retained ancestor {oldest.snapshot_id} has parent {parent}, which is "
+            f"gone); start from {oldest.snapshot_id}")
+    raise ExpiredSnapshotsError(
+        f"{named}the history before snapshot {oldest.snapshot_id} has expired (its parent "
+        f"{parent} is gone); start from {oldest.snapshot_id} or opt in to skipping expired "
+        "snapshots")
+
+
+__all__ = ["BoundKind", "ChangeRange", "RangeBound", "RangeRequest", "given_bounds",
+           "resolve_range", "resolve_start"]
