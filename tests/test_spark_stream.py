@@ -45,6 +45,7 @@ from meltwater.planner.commit_units import commit_units
 from meltwater.planner.errors import (
     CorruptMetadataError,
     ExpiredSnapshotsError,
+    InvalidRangeError,
     NoSuchSnapshotError,
     NoSuchTableError,
     StreamError,
@@ -71,7 +72,7 @@ REMOVES = {"DELETE", "UPDATE_BEFORE"}
 def _reader(location: str, **options) -> MeltwaterStreamReader:
     opts = {"path": location, **{k: str(v) for k, v in options.items()}}
     if not {"start-snapshot-id", "stream-from-timestamp", "startingVersion",
-            "starting"} & set(opts):
+            "startingTimestamp", "starting"} & set(opts):
         opts["starting"] = "earliest"
     return MeltwaterStreamReader(opts, _stream_schema(location))
 
@@ -343,7 +344,8 @@ def test_start_snapshot_timestamp_and_latest(corpus):
     start = snapshots[4]
     for options in ({"start-snapshot-id": start.snapshot_id},
                     {"stream-from-timestamp": start.timestamp_ms},
-                    {"startingVersion": snapshots[5].snapshot_id}):
+                    {"startingVersion": snapshots[5].snapshot_id},
+                    {"startingTimestamp": snapshots[5].timestamp_ms}):
         reader = _reader(location, **options)
         got = _all_rows(reader, _drain(reader))
         assert_same_rows(got, _changes(location, got, from_snapshot_id=start.snapshot_id),
@@ -351,6 +353,22 @@ def test_start_snapshot_timestamp_and_latest(corpus):
     latest = _reader(location, starting="latest")
     assert _drain(latest) == []
     assert latest.initialOffset()["snapshot_id"] == snapshots[-1].snapshot_id
+
+
+def test_a_stream_start_is_refused_as_a_range_from_it_would_be(corpus):
+    """The stream's start goes through the planner's range resolver: the same refusals as
+    a batch read from it, naming the stream's option, when the query starts."""
+    scenario = corpus.scenarios["mor_partitioned"]
+    location, main_head = scenario.location, scenario.record["current_snapshot_id"]
+    audit_head = scenario.record["refs"]["audit"]["snapshot_id"]
+    with pytest.raises(NoSuchSnapshotError, match="start-snapshot-id 1 is not a snapshot"):
+        _reader(location, **{"start-snapshot-id": 1}).initialOffset()
+    with pytest.raises(InvalidRangeError, match=f"startingVersion {audit_head} is not an "
+                                                f"ancestor of {main_head}"):
+        _reader(location, startingVersion=audit_head).initialOffset()
+    with pytest.raises(InvalidRangeError, match="give the range's start once, not "
+                                                "start-snapshot-id and startingTimestamp"):
+        stream_read({"path": location, "start-snapshot-id": "1", "startingTimestamp": "1"})
 
 
 def test_latest_then_new_commits(corpus, tmp_path):
@@ -422,9 +440,12 @@ def test_expired_snapshots_fail_or_are_skipped(corpus, caplog):
     expired = [s.snapshot_id for s in scenario.snapshots if s.expired]
     retained = [s for s in scenario.snapshots if not s.expired]
     gone = load_table(location).metadata.snapshot(retained[0].snapshot_id).parent_id
-    with pytest.raises(NoSuchSnapshotError, match=str(expired[2])):
+    # a start that expired: refused by the stream's start and its schema() alike (one
+    # resolver), naming the option
+    refusal = rf"start-snapshot-id {expired[2]}: the snapshots between {expired[2]} and "
+    with pytest.raises(ExpiredSnapshotsError, match=refusal):
         _reader(location, **{"start-snapshot-id": expired[2]}).initialOffset()
-    with pytest.raises(ExpiredSnapshotsError, match=rf"between {expired[2]} and "):  # schema()
+    with pytest.raises(ExpiredSnapshotsError, match=refusal):
         change_schema_for({"path": location, "start-snapshot-id": str(expired[2])})
     # a checkpoint whose offset predates the expiry
     behind = StreamOffset(expired[2], 0, True, False, 2).to_json()

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
+from meltwater.planner.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
 from meltwater.stream.errors import OptionError
 from meltwater.stream.watch.change_stream import StreamRead
 
@@ -245,6 +245,34 @@ def _not_negative(value: int | None, name: str) -> int:
     return value or 0
 
 
+def _stream_start(lowered: dict[str, str]) -> tuple[str, RangeBound | None]:
+    """`starting` and the start bound of a stream: at most one of `starting` (or Delta's
+    `startingVersion=latest`) and the start options, which the range resolver refuses to
+    take twice."""
+    starting = lowered.get("starting")
+    if starting is not None and starting.lower() not in STARTING_MODES:
+        raise OptionError(f"option starting={starting!r}: expected earliest or latest")
+    version = lowered.get("startingversion")
+    if version is not None and version.lower() == "latest":
+        if starting is not None and starting.lower() != "latest":
+            raise OptionError("give the stream's start once, not starting and startingVersion")
+        starting, version = "latest", None
+    exclusive = {
+        "start-snapshot-id": (BoundKind.SNAPSHOT, _int(lowered, "start-snapshot-id")),
+        "stream-from-timestamp": (BoundKind.TIMESTAMP,
+                                  _timestamp_ms(lowered, "stream-from-timestamp"))}
+    inclusive = {
+        "startingVersion": (BoundKind.SNAPSHOT,
+                            None if version is None else _int(lowered, "startingVersion")),
+        "startingTimestamp": (BoundKind.TIMESTAMP, _timestamp_ms(lowered, "startingTimestamp"))}
+    bounds = given_bounds(exclusive, inclusive=False) + given_bounds(inclusive, inclusive=True)
+    if starting is not None and bounds:
+        raise OptionError(f"give the stream's start once, not "
+                          f"{' and '.join(b.option for b in bounds)} and starting")
+    start = RangeRequest.of(bounds).start
+    return (starting or "earliest").lower(), start
+
+
 def stream_read(options: Mapping[str, str]) -> StreamRead:
     """The options of `spark.readStream.format("meltwater")`.
 
@@ -281,37 +309,14 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
         raise OptionError("net-changes is a batch option: a stream emits each commit's "
                           "changes; read a range with spark.read to get its net changes")
     kwargs.pop("net", None)
-    starting = lowered.get("starting")
-    if starting is not None and starting.lower() not in STARTING_MODES:
-        raise OptionError(f"option starting={starting!r}: expected earliest or latest")
-    inclusive_version = lowered.get("startingversion")
-    inclusive_id = None
-    if inclusive_version is not None and inclusive_version.lower() == "latest":
-        starting = "latest"
-        inclusive_version = None
-    elif inclusive_version is not None:
-        inclusive_id = _int(lowered, "startingVersion")
-    inclusive_time = _timestamp_ms(lowered, "startingTimestamp")
-    start_id = _int(lowered, "start-snapshot-id")
-    start_ms = _timestamp_ms(lowered, "stream-from-timestamp")
-    given = [name for name, value in (("start-snapshot-id", start_id),
-                                      ("stream-from-timestamp", start_ms),
-                                      ("starting", starting), ("startingVersion", inclusive_id),
-                                      ("startingTimestamp", inclusive_time))
-             if value is not None]
-    if len(given) > 1:
-        raise OptionError(f"give the stream's start once, not {' and '.join(given)}")
-    if inclusive_time is not None:
-        start_ms = inclusive_time - 1
+    starting, start = _stream_start(lowered)
     mode = (lowered.get("schema-change") or "project").lower()
     if mode not in SCHEMA_CHANGE_MODES:
         raise OptionError(f"option schema-change={mode!r}: expected project or fail")
     return StreamRead(
         location=table_location(options),
-        start_snapshot_id=start_id,
-        inclusive_start_snapshot_id=inclusive_id,
-        start_timestamp_ms=start_ms,
-        starting=(starting or "earliest").lower(),
+        start=start,
+        starting=starting,
         snapshot_as_inserts=bool(_bool(lowered, "starting-snapshot-as-inserts")),
         max_files=_positive(_int(lowered, "streaming-max-files-per-micro-batch",
                                  "maxFilesPerTrigger"), "streaming-max-files-per-micro-batch"),

@@ -29,7 +29,8 @@ saying to start a new checkpoint.
 
 `ChangeStream` answers the three questions of a micro-batch source without Spark:
 
-- `initial_offset()`: where a new query starts (`StreamRead`'s start options);
+- `initial_offset()`: where a new query starts (`StreamRead.start`, resolved by the
+  planner's range resolver as a batch range from it would be, or `starting`);
 - `latest_offset(start, budget)`: how far the next micro-batch goes, reloading only the
   table's metadata file and walking the lineage from the newest snapshot back to `start`,
   planning commits one at a time until the budget (files, rows, bytes) is spent. A commit
@@ -94,7 +95,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from meltwater.planner.change_range import RangeRequest
+from meltwater.planner.change_range import RangeBound, RangeRequest, resolve_start
 from meltwater.planner.change_tasks import (
     AddedRowsTask,
     ChangeCommit,
@@ -106,7 +107,6 @@ from meltwater.planner.errors import (
     ExpiredSnapshotsError,
     InvalidRangeError,
     MeltwaterError,
-    NoSuchSnapshotError,
     NoSuchTableError,
     OffsetError,
     StreamError,
@@ -153,10 +153,8 @@ class StreamRead:
     source from its options (`meltwater.stream.spark.options.stream_read`)."""
 
     location: str
-    start_snapshot_id: int | None = None  # exclusive
-    inclusive_start_snapshot_id: int | None = None  # Spark/Delta's startingVersion
-    start_timestamp_ms: int | None = None  # exclusive: commits after it
-    starting: str = "earliest"
+    start: RangeBound | None = None  # where the stream starts; None: as `starting` says
+    starting: str = "earliest"  # or "latest": only commits after the query starts
     snapshot_as_inserts: bool = False
     max_files: int | None = None
     max_rows: int | None = None
@@ -328,27 +326,18 @@ class ChangeStream:
     # -- where a stream starts ---------------------------------------------------------------
 
     def initial_offset(self) -> StreamOffset:
-        metadata = self.load().metadata
+        """Where a new query starts: after the snapshot its start bound resolves to (by the
+        planner's range resolver, so a start is read and refused as a batch range from it
+        to the head would be), else at the oldest retained commit (`earliest`) or after the
+        current snapshot (`latest`); with `snapshot_as_inserts`, at that snapshot's
+        contents."""
+        table = self.load()
+        metadata = table.metadata
         read = self.read
         current = metadata.current_snapshot
         start: int | None
-        if read.start_snapshot_id is not None:
-            start = read.start_snapshot_id
-            if start not in metadata.snapshots:
-                raise NoSuchSnapshotError(f"start-snapshot-id {start} is not a snapshot of table "
-                                       f"{read.location} (expired or never committed)")
-        elif read.inclusive_start_snapshot_id is not None:
-            first = metadata.snapshot(read.inclusive_start_snapshot_id)
-            start = first.parent_id
-            if start is None:
-                return StreamOffset(None, complete=True)
-        elif read.start_timestamp_ms is not None:
-            lineage = metadata.ancestors(current.snapshot_id) if current else []
-            found = next((s for s in lineage if s.timestamp_ms <= read.start_timestamp_ms),
-                         None)
-            if found is None:
-                return StreamOffset(None, complete=True)
-            start = found.snapshot_id
+        if read.start is not None:
+            start = resolve_start(table, read.start, skip_expired=read.skip_expired)
         elif current is None:
             return StreamOffset(None, complete=True)
         elif read.starting == "latest":
@@ -363,7 +352,9 @@ class ChangeStream:
             if read.snapshot_as_inserts:
                 return StreamOffset(oldest.snapshot_id, scan_all_files=True, ordinal=0)
             return StreamOffset(oldest.snapshot_id, ordinal=0)
-        if read.snapshot_as_inserts and start is not None and start in metadata.snapshots:
+        if start is None:
+            return StreamOffset(None, complete=True)
+        if read.snapshot_as_inserts and start in metadata.snapshots:
             return StreamOffset(start, scan_all_files=True, ordinal=0)
         return StreamOffset(start, complete=True)
 
