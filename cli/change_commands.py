@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from meltwater.cli.table_commands import UsageError, parse_timestamp_ms
 from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
 from meltwater.planner.expressions import TRUE
 from meltwater.planner.metadata import load_table
+
+if TYPE_CHECKING:
+    from meltwater.stream.engine.change_schema import RowOptions
 
 
 def _names(text: str | None, option: str) -> list[str] | None:
@@ -39,18 +43,24 @@ def change_range(args: argparse.Namespace) -> RangeRequest:
                            given_bounds(ends, inclusive=True), skip_expired=args.skip_expired)
 
 
-def cmd_changes(args: argparse.Namespace) -> int:
-    from meltwater.stream.engine.change_feed import change_feed
-    from meltwater.stream.engine.output import write_stream
+def row_options(args: argparse.Namespace) -> RowOptions:
+    """The row-level options (imported here: `meltwater.stream` loads pyarrow)."""
+    from meltwater.stream.engine.change_schema import RowOptions
 
-    feed = change_feed(
-        load_table(args.table), change_range(args),
+    return RowOptions(
         filter=args.filter if args.filter else TRUE,
         columns=_names(args.columns, "--columns"), net=args.net,
         compute_updates=True if args.compute_updates else None,
         identifier_columns=_names(args.identifier_columns, "--identifier-columns"),
         keep_carryover=args.keep_carryover, appends_only=args.appends_only,
         equality_deletes=args.equality_deletes, change_type_names=args.change_type_names)
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    from meltwater.stream.engine.change_feed import change_feed
+    from meltwater.stream.engine.output import write_stream
+
+    feed = change_feed(load_table(args.table), change_range(args), row_options(args))
     reader = feed.reader()
     if args.format == "debezium-jsonl":
         from meltwater.stream.engine.change_output import write_debezium_jsonl

@@ -235,7 +235,7 @@ def test_a_start_after_the_end_is_refused_naming_the_bounds(corpus):
     read = change_read({"start-timestamp": late, "endingTimestamp": early})
     with pytest.raises(InvalidRangeError, match=f"start-timestamp {late} is later than "
                                                 f"endingTimestamp {early}"):
-        meltwater.stream.change_feed(scenario.location, read.range, **read.kwargs)
+        meltwater.stream.change_feed(scenario.location, read.range, read.rows)
     # a start after the head with no end given is a valid, empty range (nothing since)
     since = meltwater.stream.range_request(from_timestamp_ms=head.timestamp_ms + 1)
     assert resolve_range(table, since).commits == ()

@@ -36,10 +36,9 @@ from meltwater.stream.engine.change_schema import (
     LINEAGE_FIELDS,
     LINEAGE_IDS,
     METADATA_COLUMNS,
-    ROW_ID_ID,
     ChangeOptions,
+    RowOptions,
 )
-from meltwater.stream.errors import ChangeOptionError
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +96,6 @@ def _warn_skipped(change_range: ChangeRange) -> None:
         log.warning("skipping expired snapshots before %s (parent %s is gone)", oldest, parent)
 
 
-def _identifier_ids(schema: Schema, identifier_columns: list[str] | None) -> tuple[int, ...]:
-    if identifier_columns:
-        return tuple(schema.field_id(name) for name in identifier_columns)
-    return tuple(schema.identifier_field_ids)
-
-
 def range_request(*, from_snapshot_id: int | None = None, from_sequence: int | None = None,
                   from_timestamp_ms: int | None = None, from_ref: str | None = None,
                   to_snapshot_id: int | None = None, to_sequence: int | None = None,
@@ -122,47 +115,35 @@ def range_request(*, from_snapshot_id: int | None = None, from_sequence: int | N
                            given_bounds(ends, inclusive=True), skip_expired=skip_expired)
 
 
-def change_feed(table: Table | str, range_request: RangeRequest | None = None, *,
-                filter: Expression | str = TRUE,
-                columns: list[str] | None = None, net: bool = False,
-                compute_updates: bool | None = None,
-                identifier_columns: list[str] | None = None, keep_carryover: bool = False,
-                appends_only: bool = False, equality_deletes: str = "resolve",
-                change_type_names: str = "iceberg",
-                io: FileIO | None = None) -> ChangeFeed:
-    """Plan a change read of a range (default: the whole retained history up to the
-    current snapshot); see `changes` for the options."""
+def change_feed(table: Table | str, request: RangeRequest | None = None,
+                rows: RowOptions | None = None, *, io: FileIO | None = None) -> ChangeFeed:
+    """Plan a change read: the range (default: the whole retained history up to the current
+    snapshot) and the row-level options (default: every row and column, updates paired
+    when the table has identifier fields); see `changes`."""
+    rows = rows or RowOptions()
     loaded = load_table(table, io) if isinstance(table, str) else table
-    change_range = resolve_range(loaded, range_request or RangeRequest())
+    change_range = resolve_range(loaded, request or RangeRequest())
     _warn_skipped(change_range)
     metadata = loaded.metadata
     end = (metadata.snapshot(change_range.to_snapshot_id)
            if change_range.to_snapshot_id is not None else None)
     schema = metadata.schema_for(end)
-    identifiers = _identifier_ids(schema, identifier_columns)
     if metadata.format_version >= 3:
-        # v3 row lineage: each change row says which row it is; without identifier
-        # columns, updates pair by row id.
+        # v3 row lineage: each change row says which row it is (and, without identifier
+        # columns, updates pair by row id)
         schema = Schema(schema.fields + LINEAGE_FIELDS, schema.schema_id,
                         schema.identifier_field_ids)
-        if not identifiers and compute_updates is not False:
-            identifiers = (ROW_ID_ID,)
-    if compute_updates and not identifiers:
-        raise ChangeOptionError("computing updates needs identifier columns: the table has "
-                                "no identifier fields, so pass identifier columns")
-    updates = bool(identifiers) if compute_updates is None else compute_updates
-    if isinstance(filter, str):
+    options = rows.change_options(schema)
+    row_filter = rows.filter
+    if isinstance(row_filter, str):
         from meltwater.planner.filter_parser import parse_filter
 
-        filter = parse_filter(filter)
-    bound = bind(filter, schema)
+        row_filter = parse_filter(row_filter)
+    bound = bind(row_filter, schema)
+    columns = list(rows.columns) if rows.columns is not None else None
     if columns is not None:
         schema.select(columns)  # fails early, naming an unknown column
-    options = ChangeOptions(net=net, compute_updates=updates,
-                            identifier_field_ids=identifiers or None,
-                            keep_carryover=keep_carryover, equality_deletes=equality_deletes,
-                            change_type_names=change_type_names)
-    return ChangeFeed(loaded, change_range, schema, bound, columns, options, appends_only)
+    return ChangeFeed(loaded, change_range, schema, bound, columns, options, rows.appends_only)
 
 
 def changes(table: Table | str, *, from_snapshot_id: int | None = None,
@@ -203,9 +184,8 @@ def changes(table: Table | str, *, from_snapshot_id: int | None = None,
         from_timestamp_ms=from_timestamp_ms, from_ref=from_ref, to_snapshot_id=to_snapshot_id,
         to_sequence=to_sequence, to_timestamp_ms=to_timestamp_ms, to_ref=to_ref,
         skip_expired=skip_expired)
-    feed = change_feed(table, request, filter=filter, columns=columns, net=net,
-                       compute_updates=compute_updates, identifier_columns=identifier_columns,
-                       keep_carryover=keep_carryover, appends_only=appends_only,
-                       equality_deletes=equality_deletes, change_type_names=change_type_names,
-                       io=io)
-    return feed.reader(batch_size)
+    rows = RowOptions(filter=filter, columns=columns, net=net,
+                      compute_updates=compute_updates, identifier_columns=identifier_columns,
+                      keep_carryover=keep_carryover, appends_only=appends_only,
+                      equality_deletes=equality_deletes, change_type_names=change_type_names)
+    return change_feed(table, request, rows, io=io).reader(batch_size)

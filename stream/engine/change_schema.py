@@ -1,5 +1,6 @@
 """What change rows are called and how they are shaped: metadata columns, change type
-vocabularies, v3 lineage fields and `ChangeOptions`.
+vocabularies, v3 lineage fields, and the row-level options of a change read (`RowOptions`
+as callers give them, `ChangeOptions` resolved for a table).
 
 Kept apart from the modules that build change rows (`reconstruction`, `updates`), which
 import `pyarrow.compute` and the data readers: Spark starts a fresh Python process for the
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
-from meltwater.planner.types import LONG, NestedField
+from meltwater.planner.types import LONG, NestedField, Schema
 from meltwater.stream.errors import ChangeOptionError
 
 CHANGE_TYPE = "_change_type"
@@ -51,9 +53,69 @@ LINEAGE_COLUMNS = tuple(f.name for f in LINEAGE_FIELDS)
 EQUALITY_DELETE_MODES = ("resolve", "trust-payload")
 
 
+def _check_modes(equality_deletes: str, change_type_names: str) -> None:
+    if equality_deletes not in EQUALITY_DELETE_MODES:
+        raise ChangeOptionError(
+            f"unknown equality-deletes mode {equality_deletes!r} (choose from "
+            f"{', '.join(EQUALITY_DELETE_MODES)})")
+    if change_type_names not in CHANGE_TYPE_NAMES:
+        raise ChangeOptionError(
+            f"unknown change type names {change_type_names!r} (choose from "
+            f"{', '.join(CHANGE_TYPE_NAMES)})")
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    """The row-level choices of a change read, as a caller gives them: which rows and
+    columns, and how changes are shaped. Column names, not field ids, and None where the
+    table decides: `change_options` resolves them against the schema of the range's end,
+    so each default is decided in one place for the CLI, the Python API, the Spark
+    options and the stream.
+    """
+
+    filter: Expression | str = TRUE  # SQL-like text is parsed against the range end's schema
+    columns: tuple[str, ...] | None = None  # None: every column
+    net: bool = False
+    compute_updates: bool | None = None  # None: pair updates when there are identifiers
+    identifier_columns: tuple[str, ...] | None = None  # None: the table's identifier fields
+    keep_carryover: bool = False
+    appends_only: bool = False  # inserts of append commits only (Iceberg's append scan)
+    equality_deletes: str = "resolve"
+    change_type_names: str = "iceberg"
+
+    def __post_init__(self) -> None:
+        _check_modes(self.equality_deletes, self.change_type_names)
+        for name in ("columns", "identifier_columns"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(value))
+
+    def change_options(self, schema: Schema) -> ChangeOptions:
+        """The `ChangeOptions` of these choices on a schema (with v3's lineage fields when
+        the table has row lineage). Updates pair by the identifier columns given, else the
+        table's identifier fields, else v3's `_row_id`; `compute_updates=None` pairs them
+        when there are any, `True` refuses a table without."""
+        if self.identifier_columns:
+            identifiers = tuple(schema.field_id(name) for name in self.identifier_columns)
+        else:
+            identifiers = tuple(schema.identifier_field_ids)
+        if not identifiers and self.compute_updates is not False and schema.has_field(
+                ROW_ID_ID):
+            identifiers = (ROW_ID_ID,)
+        if self.compute_updates and not identifiers:
+            raise ChangeOptionError("computing updates needs identifier columns: the table "
+                                    "has no identifier fields, so pass identifier columns")
+        updates = bool(identifiers) if self.compute_updates is None else self.compute_updates
+        return ChangeOptions(net=self.net, compute_updates=updates,
+                             identifier_field_ids=identifiers or None,
+                             keep_carryover=self.keep_carryover,
+                             equality_deletes=self.equality_deletes,
+                             change_type_names=self.change_type_names)
+
+
 @dataclass(frozen=True)
 class ChangeOptions:
-    """How change rows are shaped.
+    """How change rows are shaped, resolved for one table (`RowOptions.change_options`).
 
     `identifier_field_ids` is resolved by the caller (the table's identifier fields, or
     the user's columns); update pairing needs it and `compute_updates`.
@@ -67,14 +129,7 @@ class ChangeOptions:
     change_type_names: str = "iceberg"  # or "delta": insert, delete, update_pre/postimage
 
     def __post_init__(self) -> None:
-        if self.equality_deletes not in EQUALITY_DELETE_MODES:
-            raise ChangeOptionError(
-                f"unknown equality-deletes mode {self.equality_deletes!r} (choose from "
-                f"{', '.join(EQUALITY_DELETE_MODES)})")
-        if self.change_type_names not in CHANGE_TYPE_NAMES:
-            raise ChangeOptionError(
-                f"unknown change type names {self.change_type_names!r} (choose from "
-                f"{', '.join(CHANGE_TYPE_NAMES)})")
+        _check_modes(self.equality_deletes, self.change_type_names)
         if self.identifier_field_ids is not None:
             object.__setattr__(self, "identifier_field_ids", tuple(self.identifier_field_ids))
 

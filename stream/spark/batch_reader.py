@@ -27,6 +27,7 @@ shows an UPDATE_BEFORE.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -52,9 +53,9 @@ from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters
 from meltwater.stream.spark.options import (
-    change_options,
     change_read,
     is_change_read,
+    row_options,
     snapshot_read,
     table_location,
 )
@@ -135,14 +136,14 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
         return ResolvedRead(table, scan=scan)
     if is_change_read(options):
         read = change_read(options)
-        request, kwargs = read.range, read.kwargs
+        request, rows = read.range, read.rows
     else:
         # A stream (only streaming options given): its schema is the current snapshot's,
         # and resolving its history here would fail on expired snapshots it never reads.
         request = RangeRequest.empty_at(table.metadata.current_snapshot_id)
-        kwargs = change_options(options)
-        kwargs.pop("skip_expired", None)
-    return ResolvedRead(table, feed=change_feed(table, request, filter=row_filter, **kwargs))
+        rows = row_options(options)
+    rows = dataclasses.replace(rows, filter=row_filter)
+    return ResolvedRead(table, feed=change_feed(table, request, rows))
 
 
 class MeltwaterBatchReader(DataSourceReader):

@@ -14,10 +14,15 @@ planner's one resolver decides what it means and its refusals speak of that opti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from meltwater.planner.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
+from meltwater.stream.engine.change_schema import (
+    CHANGE_TYPE_NAMES,
+    EQUALITY_DELETE_MODES,
+    RowOptions,
+)
 from meltwater.stream.errors import OptionError
 from meltwater.stream.watch.change_stream import StreamRead
 
@@ -105,10 +110,10 @@ class SnapshotRead:
 
 @dataclass(frozen=True)
 class ChangeRead:
-    """A change read: the range and the row-level kwargs of `meltwater.stream.change_feed`."""
+    """A change read: the range and row-level options of `meltwater.stream.change_feed`."""
 
     range: RangeRequest
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    rows: RowOptions
 
 
 _CHANGE_START = ("start-snapshot-id", "start-sequence-number", "start-timestamp",
@@ -135,7 +140,7 @@ def snapshot_read(options: Mapping[str, str]) -> SnapshotRead:
     return read
 
 
-def change_options(options: Mapping[str, str]) -> dict[str, Any]:
+def row_options(options: Mapping[str, str]) -> RowOptions:
     """The row-level options of a change read (shared by batch and streaming reads)."""
     lowered = _lower(options)
     kwargs: dict[str, Any] = {}
@@ -163,21 +168,20 @@ def change_options(options: Mapping[str, str]) -> dict[str, Any]:
     appends = _bool(lowered, "appends-only")
     if appends is not None:
         kwargs["appends_only"] = appends
-    equality = lowered.get("equality-deletes")
-    if equality is not None:
-        if equality not in ("resolve", "trust-payload"):
-            raise OptionError(f"option equality-deletes={equality!r}: expected resolve or "
-                              "trust-payload")
-        kwargs["equality_deletes"] = equality
-    names = lowered.get("change-type-names")
-    if names is not None:
-        if names not in ("iceberg", "delta"):
-            raise OptionError(f"option change-type-names={names!r}: expected iceberg or delta")
-        kwargs["change_type_names"] = names
-    skip = _bool(lowered, "skip-expired-snapshots")
-    if skip is not None:
-        kwargs["skip_expired"] = skip
-    return kwargs
+    for option, keyword, choices in (
+            ("equality-deletes", "equality_deletes", EQUALITY_DELETE_MODES),
+            ("change-type-names", "change_type_names", tuple(CHANGE_TYPE_NAMES))):
+        value = lowered.get(option)
+        if value is not None:
+            if value not in choices:
+                raise OptionError(f"option {option}={value!r}: expected "
+                                  f"{' or '.join(choices)}")
+            kwargs[keyword] = value
+    return RowOptions(**kwargs)
+
+
+def _skip_expired(lowered: dict[str, str]) -> bool:
+    return bool(_bool(lowered, "skip-expired-snapshots"))
 
 
 def change_read(options: Mapping[str, str]) -> ChangeRead:
@@ -189,8 +193,6 @@ def change_read(options: Mapping[str, str]) -> ChangeRead:
     is given once; a refusal names the option as the user spelled it here.
     """
     lowered = _lower(options)
-    kwargs = change_options(options)
-    skip_expired = bool(kwargs.pop("skip_expired", False))
     exclusive_starts = {
         "start-snapshot-id": (BoundKind.SNAPSHOT, _int(lowered, "start-snapshot-id")),
         "start-sequence-number": (BoundKind.SEQUENCE, _int(lowered, "start-sequence-number")),
@@ -205,8 +207,8 @@ def change_read(options: Mapping[str, str]) -> ChangeRead:
     starts = (given_bounds(exclusive_starts, inclusive=False)
               + given_bounds(inclusive_starts, inclusive=True))
     request = RangeRequest.of(starts, given_bounds(ends, inclusive=True),
-                              skip_expired=skip_expired)
-    return ChangeRead(request, kwargs)
+                              skip_expired=_skip_expired(lowered))
+    return ChangeRead(request, row_options(options))
 
 
 # -- streaming reads -------------------------------------------------------------------------
@@ -299,16 +301,14 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
     `processingTime="0 seconds"` trigger starts a micro-batch the moment a commit lands
     instead of asking again every 10 ms (local tables: file events; remote: polling).
     Stopping the query may take up to this long. The row-level
-    options are `change_options`' (`compute-updates`, `identifier-columns`, ...);
+    options are `row_options`' (`compute-updates`, `identifier-columns`, ...);
     `net-changes` is for batch reads only.
     """
     lowered = _lower(options)
-    kwargs = change_options(options)
-    skip_expired = bool(kwargs.pop("skip_expired", False))
-    if kwargs.get("net"):
+    rows = row_options(options)
+    if rows.net:
         raise OptionError("net-changes is a batch option: a stream emits each commit's "
                           "changes; read a range with spark.read to get its net changes")
-    kwargs.pop("net", None)
     starting, start = _stream_start(lowered)
     mode = (lowered.get("schema-change") or "project").lower()
     if mode not in SCHEMA_CHANGE_MODES:
@@ -324,9 +324,9 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
                            "streaming-max-rows-per-micro-batch"),
         max_bytes=_positive(_size(lowered, "streaming-max-bytes-per-micro-batch",
                                   "maxBytesPerTrigger"), "streaming-max-bytes-per-micro-batch"),
-        skip_expired=skip_expired,
+        skip_expired=_skip_expired(lowered),
         schema_change=mode,
         split_size=_positive(_size(lowered, "split-size"), "split-size"),
         watch_wait_ms=_not_negative(_int(lowered, "watch-wait-ms"), "watch-wait-ms"),
-        change_kwargs=kwargs,
+        rows=rows,
     )

@@ -137,6 +137,7 @@ from meltwater.stream.engine.change_schema import (
     LINEAGE_IDS,
     METADATA_COLUMNS,
     ChangeOptions,
+    RowOptions,
 )
 from meltwater.stream.errors import SchemaChangedError
 
@@ -163,7 +164,7 @@ class StreamRead:
     schema_change: str = "project"
     split_size: int | None = None  # bytes per partition (else read.split.target-size)
     watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
-    change_kwargs: dict[str, Any] = field(default_factory=dict)
+    rows: RowOptions = field(default_factory=RowOptions)  # net changes: batch reads only
 
 
 # -- the stream --------------------------------------------------------------------------------
@@ -294,7 +295,7 @@ class ChangeStream:
     def _fix_schema(self, table: Table) -> _StreamSchema:
         metadata = table.metadata
         current = metadata.current_snapshot_id
-        feed = change_feed(table, RangeRequest.empty_at(current), **self.read.change_kwargs)
+        feed = change_feed(table, RangeRequest.empty_at(current), self.read.rows)
         names = {f.name for f in feed.schema.fields}
         columns = tuple(c for c in self.columns if c not in METADATA_COLUMNS)
         unknown = [c for c in columns if c not in names]

@@ -16,7 +16,7 @@ from meltwater.planner.expressions import AlwaysTrue
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.stream.engine.change_feed import change_feed
-from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS, RowOptions
 from meltwater.stream.errors import ChangeOptionError
 
 # Every corpus history that is whole: maintenance's first snapshots have expired.
@@ -111,31 +111,34 @@ def test_updates_pair_by_the_tables_identifier_fields(corpus, name):
         assert [feed.schema.find_field(i).name for i in ids] == ["_row_id"]
     else:
         assert not feed.options.compute_updates and ids is None
-    assert not change_feed(scenario.location, compute_updates=False).options.compute_updates
+    unpaired = change_feed(scenario.location, rows=RowOptions(compute_updates=False))
+    assert not unpaired.options.compute_updates
 
 
 def test_pairing_asked_for_on_a_table_without_keys_needs_identifier_columns(corpus):
     location = corpus.scenarios["mor_partitioned"].location
     assert corpus.scenarios["mor_partitioned"].record["identifier_fields"] == []
     with pytest.raises(ChangeOptionError, match="needs identifier columns"):
-        change_feed(location, compute_updates=True)
-    feed = change_feed(location, compute_updates=True, identifier_columns=["id", "category"])
+        change_feed(location, rows=RowOptions(compute_updates=True))
+    feed = change_feed(location, rows=RowOptions(compute_updates=True,
+                                                 identifier_columns=["id", "category"]))
     assert [feed.schema.find_field(i).name for i in feed.options.identifier_field_ids] == [
         "id", "category"]
     # Naming identifier columns is asking for pairs.
-    assert change_feed(location, identifier_columns=["id"]).options.compute_updates
+    assert change_feed(location, rows=RowOptions(identifier_columns=["id"])).options.compute_updates
 
 
 def test_selected_columns_and_filters_are_checked_when_planning(corpus):
     scenario = corpus.scenarios["v3_deletion_vectors"]
-    feed = change_feed(scenario.location, columns=["payload", "id"], filter="id > 5")
+    feed = change_feed(scenario.location,
+                       rows=RowOptions(columns=["payload", "id"], filter="id > 5"))
     # Selected columns in the order asked; row lineage stays, for the stream to pair by.
     assert feed.output_schema.names == ["payload", "id", *LINEAGE_COLUMNS, *METADATA_COLUMNS]
     assert not isinstance(feed.row_filter, AlwaysTrue)
     assert isinstance(change_feed(scenario.location).row_filter, AlwaysTrue)
     with pytest.raises(SchemaError, match="unknown column 'nope'"):
-        change_feed(scenario.location, columns=["id", "nope"])
+        change_feed(scenario.location, rows=RowOptions(columns=["id", "nope"]))
     with pytest.raises(FilterError, match="unknown column 'nope'"):
-        change_feed(scenario.location, filter="nope = 1")
+        change_feed(scenario.location, rows=RowOptions(filter="nope = 1"))
     with pytest.raises(FilterError):
-        change_feed(scenario.location, filter="id >")
+        change_feed(scenario.location, rows=RowOptions(filter="id >"))
