@@ -208,6 +208,9 @@ def test_stream_options_and_read_limits(corpus):
                         "maxBytesPerTrigger": "2m", "skip-expired-snapshots": "true"})
     assert (read.max_files, read.max_bytes, read.skip_expired) == (7, 2 << 20, True)
     assert stream_read({"path": location, "startingVersion": "latest"}).starting == "latest"
+    # schema(), which Spark asks first, takes it as a stream's start, not a snapshot id
+    latest = change_schema_for({"path": location, "startingVersion": "latest"})
+    assert "_change_type" in latest.fieldNames()
     for bad, message in [({"starting": "latest", "start-snapshot-id": "1"}, "once"),
                          ({"net-changes": "true"}, "batch option"),
                          ({"schema-change": "ignore"}, "project or fail"),

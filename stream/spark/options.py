@@ -121,7 +121,12 @@ _CHANGE_START = ("start-snapshot-id", "start-sequence-number", "start-timestamp"
 
 
 def is_change_read(options: Mapping[str, str]) -> bool:
+    """Whether the options name a change range (or ask for changes). Delta's
+    `startingVersion=latest` names none: it is a stream's start, read by `stream_read`
+    (Spark asks `schema()` first, which must not parse it as a snapshot id)."""
     lowered = _lower(options)
+    if lowered.get("startingversion", "").lower() == "latest":
+        lowered.pop("startingversion")
     return any(name in lowered for name in _CHANGE_START) or _bool(
         lowered, "read-changes", "readChangeFeed") is True
 
