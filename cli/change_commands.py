@@ -28,7 +28,7 @@ def _ms(text: str | None, option: str) -> int | None:
     return None if text is None else parse_timestamp_ms(text, option)
 
 
-def change_range(args: argparse.Namespace) -> RangeRequest:
+def range_request(args: argparse.Namespace) -> RangeRequest:
     """The range the options ask for, each bound named by its option in refusals."""
     starts = {"--from-snapshot": (BoundKind.SNAPSHOT, args.from_snapshot),
               "--from-sequence": (BoundKind.SEQUENCE, args.from_sequence),
@@ -60,7 +60,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from meltwater.stream.engine.change_feed import change_feed
     from meltwater.stream.engine.output import write_stream
 
-    feed = change_feed(load_table(args.table), change_range(args), row_options(args))
+    feed = change_feed(load_table(args.table), range_request(args), row_options(args))
     reader = feed.reader()
     if args.format == "debezium-jsonl":
         from meltwater.stream.engine.change_output import write_debezium_jsonl
