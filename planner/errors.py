@@ -58,3 +58,13 @@ class SchemaError(MeltwaterError):
 class CorruptAvroError(MeltwaterError):
     """The bytes are not a readable Avro object container file (the manifest readers add
     which file)."""
+
+
+class CatalogError(MeltwaterError):
+    """A catalog cannot be used: not configured, misconfigured, unreachable, or refusing
+    access; the message names the catalog (and the table, where one was asked for)."""
+
+
+class StorageError(MeltwaterError):
+    """The storage holding a table's files refused or could not be reached (access denied,
+    expired credentials, a bucket that does not exist, an endpoint that does not answer)."""

@@ -2,20 +2,34 @@
 
 One small protocol, so local paths, `file://`, `s3://`, `gs://`, `hdfs://` and `abfs://`
 locations all go through the same calls. Filesystems are resolved per scheme and authority
-once and reused; a `PyArrowFileIO` pickles by its options only, so an executor builds its
-own filesystems instead of receiving live connections.
+once and reused; a `PyArrowFileIO` pickles by its properties only, so an executor builds
+its own filesystems instead of receiving live connections (`shared_file_io` keeps one per
+properties in each process, so the tasks of an executor share their S3 clients).
+
+Properties are Iceberg's FileIO properties (`s3.endpoint`, `s3.access-key-id`,
+`s3.session-token`, `s3.region`, `gcs.*`, `adls.*`, ...), as a catalog's `loadTable`
+returns them or a user gives them. With properties, remote filesystems are built by
+pyiceberg's `PyArrowFileIO`, which maps those names onto `pyarrow.fs`; without any, by
+`pyarrow.fs.FileSystem.from_uri`, which reads the usual environment (`AWS_ENDPOINT_URL`,
+`AWS_ACCESS_KEY_ID`, ...). A properties-built S3 client takes `AWS_ENDPOINT_URL` and
+`AWS_REGION` from the environment when the properties do not say, as AWS's own clients do.
+
+Failures of the storage itself (access denied, expired credentials, a missing bucket, an
+endpoint that does not answer) are `StorageError`s naming the file and the problem.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from meltwater.planner.errors import NoSuchFileError
+from meltwater.planner.errors import NoSuchFileError, StorageError
 
 
 class FileIO(Protocol):
@@ -31,18 +45,22 @@ class FileIO(Protocol):
 
 
 class PyArrowFileIO:
-    """FileIO on pyarrow filesystems, resolved from each location's scheme."""
+    """FileIO on pyarrow filesystems, resolved from each location's scheme and `properties`
+    (Iceberg's FileIO property names; they may hold secrets and are never shown)."""
 
-    def __init__(self, options: dict[str, str] | None = None) -> None:
-        self.options = dict(options or {})
+    def __init__(self, properties: Mapping[str, str] | None = None) -> None:
+        self.properties = dict(properties or {})
         self._lock = threading.Lock()
         self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
 
+    def __repr__(self) -> str:
+        return f"PyArrowFileIO({len(self.properties)} properties)"
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options}
+        return {"properties": self.properties}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["options"])
+        self.__init__(state["properties"])
 
     def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
         """The filesystem for a location and the path inside it."""
@@ -54,12 +72,23 @@ class PyArrowFileIO:
         if scheme in ("s3a", "s3n"):
             location, scheme = "s3" + location[len(scheme):], "s3"
         fs = self._cached((scheme, parsed.netloc),
-                          lambda: pafs.FileSystem.from_uri(location)[0])
+                          lambda: self._remote_filesystem(location, scheme, parsed.netloc))
         if scheme in ("hdfs", "viewfs"):
             return fs, parsed.path
         if scheme in ("abfs", "abfss"):  # container@account.dfs.core.windows.net/path
             return fs, parsed.netloc.split("@")[0] + parsed.path
         return fs, parsed.netloc + parsed.path  # s3, gs: bucket/key
+
+    def _remote_filesystem(self, location: str, scheme: str, netloc: str) -> pafs.FileSystem:
+        try:
+            if not self.properties:
+                return pafs.FileSystem.from_uri(location)[0]
+            from pyiceberg.io.pyarrow import PyArrowFileIO as IcebergFileIO
+
+            return IcebergFileIO(_with_environment(self.properties, scheme)).fs_by_scheme(
+                scheme, netloc)
+        except (OSError, ValueError, ImportError) as error:
+            raise _storage_error(error, location) from error
 
     def _cached(self, key: tuple[str, str], make: Callable[[], pafs.FileSystem]):
         with self._lock:
@@ -76,9 +105,10 @@ class PyArrowFileIO:
             raise NoSuchFileError(f"{location}: file not found") from None
         except OSError as error:
             message = str(error).lower()
-            if "not found" in message or "no such file" in message:
+            if ("not found" in message or "no such file" in message) \
+                    and "bucket" not in message:
                 raise NoSuchFileError(f"{location}: file not found") from None
-            raise
+            raise _storage_error(error, location) from error
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
         with self.open_input(location) as handle:
@@ -92,10 +122,90 @@ class PyArrowFileIO:
 
     def exists(self, location: str) -> bool:
         fs, path = self.resolve(location)
-        return fs.get_file_info(path).type != pafs.FileType.NotFound
+        try:
+            return fs.get_file_info(path).type != pafs.FileType.NotFound
+        except OSError as error:
+            raise _storage_error(error, location) from error
 
     def list_dir(self, location: str) -> list[str]:
         fs, path = self.resolve(location)
-        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        except (FileNotFoundError, NotADirectoryError):
+            raise
+        except OSError as error:
+            raise _storage_error(error, location) from error
         prefix = location.rstrip("/")
         return [f"{prefix}/{info.base_name}" for info in infos if info.type == pafs.FileType.File]
+
+
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def _with_environment(properties: Mapping[str, str], scheme: str) -> dict[str, str]:
+    """S3 properties completed from the environment the way AWS clients read it: the
+    endpoint from `AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, the region from `AWS_REGION`/
+    `AWS_DEFAULT_REGION`. With an endpoint but no region, `us-east-1` (S3's default, which
+    S3-compatible servers accept) rather than pyiceberg's lookup of the bucket's region at
+    AWS, which only means something for buckets at AWS."""
+    merged = dict(properties)
+    if scheme not in _S3_SCHEMES:
+        return merged
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if "s3.endpoint" not in merged and endpoint:
+        merged["s3.endpoint"] = endpoint
+    if "s3.region" not in merged and "client.region" not in merged:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region or "s3.endpoint" in merged:
+            merged["s3.region"] = region or "us-east-1"
+    return merged
+
+
+# What the storage's own messages say (AWS SDK error names, HTTP statuses, curl's words),
+# and what each means to a user; the first match names the problem.
+_STORAGE_PROBLEMS = (
+    (("nosuchbucket", "bucket does not exist", "the specified bucket does not exist"),
+     "the bucket does not exist"),
+    (("expiredtoken", "token has expired", "invalid_access_key_id", "invalidaccesskeyid",
+      "signaturedoesnotmatch", "invalidtoken", "request has expired"),
+     "the credentials were rejected or have expired"),
+    (("access_denied", "accessdenied", "access denied", "forbidden", "http 403",
+      "response code 403", "permission denied"), "access denied"),
+    (("could not resolve host", "couldn't resolve host", "couldn't connect", "connection refused",
+      "failed to connect", "timed out", "timeout", "curlcode: 6", "curlcode: 7",
+      "curlcode: 28", "network"), "the storage endpoint cannot be reached"),
+)
+
+
+def _storage_error(error: BaseException, location: str) -> StorageError:
+    """One line for a storage failure at `location`, naming the problem when it is known."""
+    text = str(error).replace("\n", " ")
+    lowered = text.lower()
+    for markers, problem in _STORAGE_PROBLEMS:
+        if any(marker in lowered for marker in markers):
+            return StorageError(f"{location}: {problem} ({_short(text)})")
+    return StorageError(f"{location}: {_short(text)}")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+_SHARED_MAX = 8  # a stream refreshing vended credentials makes a new FileIO each time
+_shared: OrderedDict[tuple[tuple[str, str], ...], PyArrowFileIO] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def shared_file_io(properties: Mapping[str, str] | None = None) -> PyArrowFileIO:
+    """One FileIO per properties in this process: the tasks one executor runs share their
+    filesystems (an S3 client, its connection pool) instead of building one per task.
+    New credentials (a refreshed vended token) are new properties, hence a new FileIO."""
+    key = tuple(sorted((properties or {}).items()))
+    with _shared_lock:
+        io = _shared.get(key)
+        if io is None:
+            io = _shared[key] = PyArrowFileIO(dict(key))
+            while len(_shared) > _SHARED_MAX:
+                _shared.popitem(last=False)
+        _shared.move_to_end(key)
+        return io

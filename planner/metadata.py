@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from meltwater.planner.catalogs import load_catalog_table
 from meltwater.planner.errors import (
     CorruptMetadataError,
     NoSuchFileError,
     NoSuchSnapshotError,
     NoSuchTableError,
+    StorageError,
     UnsupportedFeatureError,
 )
-from meltwater.planner.fileio import FileIO, PyArrowFileIO
+from meltwater.planner.fileio import FileIO, shared_file_io
 from meltwater.planner.partitioning import (
     PartitionSpec,
     SortOrder,
@@ -31,6 +33,7 @@ from meltwater.planner.partitioning import (
     parse_spec,
     parse_v1_spec,
 )
+from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.planner.types import IcebergType, Schema, child_fields, parse_schema
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
@@ -395,18 +398,74 @@ class Table:
     metadata_location: str
     metadata: TableMetadata
     io: FileIO
+    source: TableSource | None = None  # how it was named; None: from its location
 
     @property
     def location(self) -> str:
         return self.metadata.location
 
+    @property
+    def name(self) -> str:
+        """What the user called the table: its catalog identifier, else its location."""
+        return str(self.source) if self.source is not None else self.location
+
+    @property
+    def io_properties(self) -> dict[str, str]:
+        """The FileIO properties reading this table's files takes (endpoint, credentials),
+        for executors to build their own FileIO with."""
+        return dict(getattr(self.io, "properties", {}))
+
     def refresh(self) -> Table:
-        """The table at its newest metadata file (for tables loaded from a directory)."""
-        return load_table(self.location, self.io)
+        """The table at its newest metadata (asking its catalog again, for catalog tables)."""
+        return load_table(self.source or TableSource(location=self.location), self.io)
 
 
-def load_table(location: str, io: FileIO | None = None) -> Table:
-    """Load a table from its directory (or a `*.metadata.json` file), any pyarrow.fs URI."""
-    io = io or PyArrowFileIO()
-    metadata_location = find_metadata_location(location, io)
-    return Table(metadata_location, read_metadata(metadata_location, io), io)
+@dataclass(frozen=True, repr=False)
+class LocatedTable:
+    """Where a table's current metadata is, and the FileIO that reads the table."""
+
+    metadata_location: str
+    io: FileIO
+
+
+def locate_table(source: TableSource, io: FileIO | None = None) -> LocatedTable:
+    """A table's current metadata file: one `loadTable` for a catalog table (whose answer
+    also carries the FileIO properties, vended credentials among them, so the FileIO is
+    the one for those properties), else the walk of its metadata directory. `io`, when
+    given, is used for a location; a catalog table's FileIO always follows its catalog."""
+    if source.identifier is not None:
+        ident = source.identifier
+        found = load_catalog_table(ident.catalog, ident.in_catalog, source.catalog_properties,
+                                   table_name=str(ident))
+        return LocatedTable(found.metadata_location,
+                            shared_file_io({**found.io_properties, **source.io_properties}))
+    assert source.location is not None
+    io = io or shared_file_io(source.io_properties)
+    return LocatedTable(find_metadata_location(source.location, io), io)
+
+
+def load_table(table: str | TableSource, io: FileIO | None = None, *,
+               metadata_location: str | None = None) -> Table:
+    """Load a table named by location (a directory or a `*.metadata.json` file, any
+    `pyarrow.fs` URI) or by catalog identifier (`catalog.namespace.table`; see
+    `meltwater.planner.table_source` for how a text is read).
+
+    `metadata_location` pins the metadata file to read (one a reader resolved before,
+    so that it plans against the table it described); the FileIO is still the table's
+    current one, so a catalog table's credentials are fresh."""
+    source = table if isinstance(table, TableSource) else parse_table_source(table)
+    try:
+        if metadata_location is not None and source.identifier is None:
+            located = LocatedTable(metadata_location,
+                                   io or shared_file_io(source.io_properties))
+        else:
+            located = locate_table(source, io)
+        if metadata_location is not None:
+            located = LocatedTable(metadata_location, located.io)
+        metadata = read_metadata(located.metadata_location, located.io)
+    except StorageError as error:
+        if source.identifier is None:
+            raise
+        raise StorageError(f"table {source}: {error}") from error
+    return Table(located.metadata_location, metadata, located.io,
+                 source if source.identifier is not None or source.io_properties else None)

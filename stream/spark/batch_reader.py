@@ -57,12 +57,13 @@ from meltwater.stream.spark.options import (
     is_change_read,
     row_options,
     snapshot_read,
-    table_location,
+    table_source,
 )
 from meltwater.stream.spark.partitions import (
     ChangePartition,
     ReadPartition,
     SnapshotPartition,
+    io_properties_of,
     read_partition,
 )
 
@@ -125,7 +126,7 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
     """Resolve the options of a batch read against the table's metadata (pinned to
     `metadata_location` when given); `changes` forces the kind of read."""
     if table is None:
-        table = load_table(metadata_location or table_location(options))
+        table = load_table(table_source(options), metadata_location=metadata_location)
     if changes is None:
         changes = wants_change_schema(options)
     if not changes:
@@ -172,7 +173,8 @@ class MeltwaterBatchReader(DataSourceReader):
     def _read(self) -> ResolvedRead:
         if self._resolved is None:
             if self._table is None:
-                self._table = load_table(self.metadata_location or table_location(self.options))
+                self._table = load_table(table_source(self.options),
+                                         metadata_location=self.metadata_location)
             self._resolved = resolve_read(self.options, row_filter=self.row_filter,
                                           changes=self.changes, table=self._table)
             known = set(self._resolved.arrow_schema.names)
@@ -215,18 +217,22 @@ class MeltwaterBatchReader(DataSourceReader):
                  "%s", read.table.metadata_location,
                  snapshot.snapshot_id if snapshot else None, scan.bound_filter,
                  sum(len(g.tasks) for g in groups), len(groups), scan.stats.as_dict())
-        return [SnapshotPartition(g.tasks, scan.read_schema, scan.projection) for g in groups]
+        io = io_properties_of(read.table)
+        return [SnapshotPartition(g.tasks, scan.read_schema, scan.projection, io_properties=io)
+                for g in groups]
 
     def _change_partitions(self, feed: ChangeFeed) -> list[InputPartition]:
         planner = IncrementalPlanner(feed.table, feed.row_filter, stats=feed.stats)
+        io = io_properties_of(feed.table)
         commits = [CommitPart(c, feed.schema, 0, len(c.tasks))  # the range end's schema
                    for c in planner.plan(feed.change_range, appends_only=feed.appends_only)
                    if c.tasks]
         if feed.options.net:
-            parts = [ChangePartition(tuple(commits), feed.options,
-                                     feed.row_filter)] if commits else []
+            parts = [ChangePartition(tuple(commits), feed.options, feed.row_filter,
+                                     io_properties=io)] if commits else []
         else:
-            parts = [ChangePartition((c,), feed.options, feed.row_filter) for c in commits]
+            parts = [ChangePartition((c,), feed.options, feed.row_filter, io_properties=io)
+                     for c in commits]
         log.info("meltwater change read of %s, (%s, %s], filter [%s]: %d commits with changes "
                  "in %d partitions; %s", feed.table.metadata_location,
                  feed.change_range.from_snapshot_id, feed.change_range.to_snapshot_id,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meltwater.planner.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
+from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.stream.engine.change_schema import (
     CHANGE_TYPE_NAMES,
     EQUALITY_DELETE_MODES,
@@ -90,13 +91,29 @@ def _names(options: dict[str, str], name: str) -> list[str] | None:
     return names
 
 
-def table_location(options: Mapping[str, str]) -> str:
+CATALOG_OPTION = "catalog"
+CATALOG_PREFIX = "catalog."
+IO_PREFIX = "io."
+
+
+def table_source(options: Mapping[str, str]) -> TableSource:
+    """The table a read names: `load(T)` / `path`, a location or `catalog.namespace.table`
+    (or `namespace.table` with option `catalog`), with `catalog.<key>` options as that
+    catalog's properties (over pyiceberg's configuration of it) and `io.<key>` options as
+    FileIO properties (`io.s3.endpoint`, ...: Iceberg's names behind the prefix)."""
     lowered = _lower(options)
-    location = lowered.get("path") or lowered.get("table")
-    if not location:
+    text = lowered.get("path") or lowered.get("table")
+    if not text:
         raise OptionError("the meltwater source needs a table: load(TABLE) or "
                           "option('path', TABLE)")
-    return location
+    catalog = lowered.get(CATALOG_OPTION)
+    given = {k[len(CATALOG_PREFIX):]: v for k, v in lowered.items()
+             if k.startswith(CATALOG_PREFIX)}
+    io = {k[len(IO_PREFIX):]: v for k, v in lowered.items() if k.startswith(IO_PREFIX)}
+    name = catalog or text.split(".", 1)[0]
+    return parse_table_source(text, catalog=catalog,
+                              catalog_properties={name: given} if given else None,
+                              io_properties=io)
 
 
 @dataclass(frozen=True)
@@ -319,7 +336,7 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
     if mode not in SCHEMA_CHANGE_MODES:
         raise OptionError(f"option schema-change={mode!r}: expected project or fail")
     return StreamRead(
-        location=table_location(options),
+        source=table_source(options),
         start=start,
         starting=starting,
         snapshot_as_inserts=bool(_bool(lowered, "starting-snapshot-as-inserts")),

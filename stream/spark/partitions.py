@@ -16,7 +16,7 @@ object store's endpoint and credentials) belongs on that one class.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
@@ -31,16 +31,29 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from meltwater.planner.fileio import FileIO
+    from meltwater.planner.metadata import Table
 
 
 @dataclass(frozen=True)
 class ReadPartition(InputPartition):
-    """What every partition shares: how its executor opens the table's files."""
+    """What every partition shares: how its executor opens the table's files.
+
+    `io_properties` are the FileIO properties the driver read the table with (a catalog's
+    endpoint and vended credentials, the user's `io.*` options): an executor has no
+    catalog and no configuration of its own. They may hold secrets: `repr` leaves them
+    out, and Spark only pickles partitions to the executors that read them."""
+
+    io_properties: tuple[tuple[str, str], ...] = field(default=(), kw_only=True, repr=False)
 
     def open_io(self) -> FileIO:
-        from meltwater.planner.fileio import PyArrowFileIO  # executors only
+        from meltwater.planner.fileio import shared_file_io  # executors only
 
-        return PyArrowFileIO()
+        return shared_file_io(dict(self.io_properties))
+
+
+def io_properties_of(table: Table) -> tuple[tuple[str, str], ...]:
+    """A table's FileIO properties as a partition carries them."""
+    return tuple(sorted(table.io_properties.items()))
 
 
 @dataclass(frozen=True)

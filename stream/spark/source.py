@@ -1,11 +1,14 @@
 """The `meltwater` Spark data source (PySpark's Python Data Source API, pyspark >= 4.2).
 
-Register once per session, then read Iceberg tables by location::
+Register once per session, then read Iceberg tables by catalog identifier or location::
 
     import meltwater.stream
     meltwater.stream.register(spark)
 
-    spark.read.format("meltwater").load("/warehouse/db/orders")            # current snapshot
+    spark.read.format("meltwater").load("lake.db.orders")                  # a catalog table
+    spark.read.format("meltwater").option("catalog.uri", "https://...")     # its properties,
+        .option("catalog.credential", "id:secret").load("lake.db.orders")  # over pyiceberg's
+    spark.read.format("meltwater").load("/warehouse/db/orders")            # by location
     spark.read.format("meltwater").option("snapshot-id", 5003).load(T)     # time travel
     spark.read.format("meltwater").option("as-of-timestamp", "2026-11-01T00:00:00Z").load(T)
     spark.read.format("meltwater").option("branch", "audit").load(T)       # or "tag"
@@ -66,7 +69,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from meltwater.stream.spark.options import table_location
+from meltwater.stream.spark.options import table_source
 
 # `batch_reader` (readers, reconstruction, pyarrow.compute) is imported where it is used:
 # Spark unpickles this module's data source in a fresh Python process for the driver side
@@ -76,7 +79,8 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 class MeltwaterDataSource(DataSource):
-    """Iceberg tables by location: snapshot reads, change reads and the change stream."""
+    """Iceberg tables by identifier or location: snapshot reads, change reads and the
+    change stream."""
 
     @classmethod
     def name(cls) -> str:
@@ -111,7 +115,7 @@ def change_schema_for(options: Mapping[str, str]) -> StructType:
     from meltwater.stream.spark.arrow_types import spark_schema
     from meltwater.stream.spark.batch_reader import resolve_read
 
-    table = load_table(table_location(options))
+    table = load_table(table_source(options))
     return spark_schema(resolve_read(options, changes=True, table=table).arrow_schema)
 
 

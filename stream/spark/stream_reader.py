@@ -66,7 +66,11 @@ from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_
 from meltwater.stream.engine.change_schema import METADATA_COLUMNS
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
-from meltwater.stream.spark.partitions import ChangePartition, read_partition
+from meltwater.stream.spark.partitions import (
+    ChangePartition,
+    io_properties_of,
+    read_partition,
+)
 from meltwater.stream.watch.change_stream import ChangeStream
 
 log = logging.getLogger(__name__)
@@ -161,7 +165,9 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         stream = self.stream
         parts = stream.parts(StreamOffset.from_json(start), StreamOffset.from_json(end))
         groups = pack_parts(parts, stream.split_target())
-        return [ChangePartition(tuple(group), stream.options) for group in groups]
+        io = io_properties_of(stream.load())  # the newest credentials the driver has
+        return [ChangePartition(tuple(group), stream.options, io_properties=io)
+                for group in groups]
 
     def commit(self, end: dict) -> None:
         if self._stream is not None:

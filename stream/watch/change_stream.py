@@ -111,13 +111,13 @@ from meltwater.planner.errors import (
     OffsetError,
     StreamError,
 )
-from meltwater.planner.fileio import FileIO, PyArrowFileIO
+from meltwater.planner.fileio import FileIO, shared_file_io
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import (
     Snapshot,
     Table,
     TableMetadata,
-    find_metadata_location,
+    locate_table,
     read_metadata,
 )
 from meltwater.planner.micro_batch import (
@@ -130,6 +130,7 @@ from meltwater.planner.micro_batch import (
 )
 from meltwater.planner.scan import TableScan
 from meltwater.planner.splitting import SplitOptions
+from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.change_feed import change_feed
 from meltwater.stream.engine.change_schema import (
@@ -153,7 +154,7 @@ class StreamRead:
     does when history expired or the schema changed. Built by the Spark
     source from its options (`meltwater.stream.spark.options.stream_read`)."""
 
-    location: str
+    source: TableSource  # the table, by location or catalog identifier
     start: RangeBound | None = None  # where the stream starts; None: as `starting` says
     starting: str = "earliest"  # or "latest": only commits after the query starts
     snapshot_as_inserts: bool = False
@@ -216,8 +217,9 @@ class ChangeStream:
                  io: FileIO | None = None, watch: bool = True) -> None:
         self.read = read
         self.columns = tuple(columns)
-        self.io = io or PyArrowFileIO()
-        self.watch = watch and not read.location.endswith(".json")  # a file never changes
+        self.io = io or shared_file_io(read.source.io_properties)
+        # a metadata file never changes: nothing to watch
+        self.watch = watch and not (read.source.location or "").endswith(".json")
         self._watcher: SnapshotWatcher | None = None
         self._stop_watcher: weakref.finalize | None = None
         self._token: int | None = None  # the watcher's token when _table was loaded
@@ -240,17 +242,24 @@ class ChangeStream:
         watcher = self.watcher
         if (self._table is not None and watcher is not None and self._token is not None
                 and not watcher.changed_since(self._token)):
+            # the watcher asks a catalog table's catalog every look: its FileIO carries the
+            # freshest credentials there are
+            self.io = self._table.io = watcher.io
             return self._table
         token = None if watcher is None else watcher.token  # before looking: no gap
         try:
-            location = find_metadata_location(self.read.location, self.io)
+            source = self.read.source
+            located = locate_table(source, None if source.is_catalog_table else self.io)
+            self.io = located.io  # a catalog's answer carries fresh credentials
+            location = located.metadata_location
             if self._table is not None and self._table.metadata_location == location:
+                self._table.io = self.io
                 self._token = token
                 return self._table
             seen = None if watcher is None else watcher.latest
             metadata = (seen.metadata if seen is not None and seen.metadata_location == location
                         else read_metadata(location, self.io))
-            table = Table(location, metadata, self.io)
+            table = Table(location, metadata, self.io, source)
         except NoSuchTableError as error:
             raise NoSuchTableError(f"{error}: the table the stream reads has vanished; its "
                                 "checkpoint keeps the last committed offset, so restoring "
@@ -268,7 +277,7 @@ class ChangeStream:
         if self._watcher is None and self.watch:
             from meltwater.stream.watch.watcher import SnapshotWatcher  # watchdog: only to watch
 
-            watcher = SnapshotWatcher(self.read.location, io=self.io, queue_size=0)
+            watcher = SnapshotWatcher(self.read.source, io=self.io, queue_size=0)
             try:
                 watcher.start()
             except MeltwaterError:
@@ -301,7 +310,7 @@ class ChangeStream:
         unknown = [c for c in columns if c not in names]
         if unknown:
             raise StreamError(f"columns {', '.join(unknown)} of the stream's schema are not "
-                              f"columns of table {self.read.location} (it has "
+                              f"columns of table {self.read.source} (it has "
                               f"{', '.join(sorted(names))})")
         return _StreamSchema(feed.schema, columns, feed.options, feed.appends_only,
                              metadata.last_column_id, frozenset(metadata.snapshots))
@@ -348,7 +357,7 @@ class ChangeStream:
             if oldest.parent_id is not None:
                 log.warning("table %s: the history before snapshot %s has expired; the stream "
                             "starts with that snapshot's changes (starting-snapshot-as-inserts"
-                            "=true starts with its contents instead)", read.location,
+                            "=true starts with its contents instead)", read.source,
                             oldest.snapshot_id)
             if read.snapshot_as_inserts:
                 return StreamOffset(oldest.snapshot_id, scan_all_files=True, ordinal=0)
@@ -433,7 +442,7 @@ class ChangeStream:
         bounds = planned.units.bounds
         if begin not in bounds:
             raise OffsetError(
-                f"table {self.read.location}: the checkpoint's position {begin} in snapshot "
+                f"table {self.read.source}: the checkpoint's position {begin} in snapshot "
                 f"{planned.snapshot.snapshot_id} is not between two of its commit's units "
                 "(was it written by another meltwater version?); start a new checkpoint")
         return bounds[bounds.index(begin):]
@@ -558,7 +567,7 @@ class ChangeStream:
     def _after(self, metadata: TableMetadata, start: int | None, target: int) -> list[Snapshot]:
         """The commits after `start` up to and including `target`, oldest first."""
         if target not in metadata.snapshots:
-            raise ExpiredSnapshotsError(f"snapshot {target} of table {self.read.location} has "
+            raise ExpiredSnapshotsError(f"snapshot {target} of table {self.read.source} has "
                                    "expired before the stream read it")
         chain = metadata.ancestors(target)
         commits: list[Snapshot] = []
@@ -569,13 +578,13 @@ class ChangeStream:
         else:
             oldest = chain[-1]
             if start is not None and start in metadata.snapshots:
-                raise InvalidRangeError(f"table {self.read.location}: the stream's snapshot "
+                raise InvalidRangeError(f"table {self.read.source}: the stream's snapshot "
                                         f"{start} is not an ancestor of snapshot {target} (was "
                                         "the table rolled back?); start a new checkpoint to "
                                         "follow the new history")
             if oldest.parent_id is not None and oldest.parent_id != start:
                 since = "the table's first snapshot" if start is None else f"snapshot {start}"
-                message = (f"table {self.read.location}: the snapshots after {since} up to "
+                message = (f"table {self.read.source}: the snapshots after {since} up to "
                            f"{oldest.parent_id} have expired before the stream read them")
                 if not self.read.skip_expired:
                     raise ExpiredSnapshotsError(f"{message}; set skip-expired-snapshots=true "
@@ -584,13 +593,13 @@ class ChangeStream:
                 self._warn(("expired", start, oldest.parent_id),
                            f"{message}; skipping them (skip-expired-snapshots=true)")
             elif start is not None and oldest.parent_id is None:
-                raise InvalidRangeError(f"table {self.read.location}: the stream's snapshot "
+                raise InvalidRangeError(f"table {self.read.source}: the stream's snapshot "
                                         f"{start} is not an ancestor of snapshot {target}")
         commits.reverse()
         return commits
 
     def _expired_start(self, start: StreamOffset) -> None:
-        message = (f"table {self.read.location}: snapshot {start.snapshot_id} expired before "
+        message = (f"table {self.read.source}: snapshot {start.snapshot_id} expired before "
                    f"the stream finished reading it ({start.position} of its tasks read)")
         if not self.read.skip_expired:
             raise ExpiredSnapshotsError(f"{message}; set skip-expired-snapshots=true to skip the "
@@ -675,7 +684,7 @@ class ChangeStream:
             f"columns added: {', '.join(added)}" if added else "",
             f"columns dropped: {', '.join(dropped)}" if dropped else "",
             f"columns changing type: {', '.join(retyped)}" if retyped else "") if part)
-        where = (f"table {self.read.location} changed its schema at snapshot "
+        where = (f"table {self.read.source} changed its schema at snapshot "
                  f"{snapshot.snapshot_id} ({what})")
         if self.read.schema_change == "fail":
             if admitted:

@@ -15,6 +15,10 @@ the table next sees. It looks again when something may have changed:
 - **polling** (`poll=True`, and any non-local URI such as `s3://`): through `pyarrow.fs`,
   after 50 ms, doubling while nothing changes up to `interval` (default 2 s), back to
   50 ms on a change.
+- **catalog** (a table named `catalog.namespace.table`): one `loadTable` every `interval`
+  (default 1 s: 60 requests a minute while idle), whose answer is the current metadata
+  file and fresh FileIO properties (vended credentials are renewed by the same request).
+  A failing catalog is asked again after 2 s, doubling up to 60 s, and a warning says so.
 
 A metadata file that does not parse yet (half written by a writer that does not rename) is
 never reported nor an error: the watcher looks again shortly. Each new metadata file is
@@ -55,13 +59,14 @@ from meltwater.planner.errors import (
     NoSuchTableError,
     UnsupportedFeatureError,
 )
-from meltwater.planner.fileio import FileIO, PyArrowFileIO
+from meltwater.planner.fileio import FileIO, shared_file_io
 from meltwater.planner.metadata import (
     TableMetadata,
-    find_metadata_location,
+    locate_table,
     metadata_file_version,
     read_metadata,
 )
+from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.stream.errors import WatcherError
 from meltwater.stream.watch.fs_events import DirectoryWatch, watch_directory
 from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after
@@ -74,6 +79,10 @@ SAFETY_INTERVAL = 30.0  # events: a look now and then in case an event was misse
 RETRY_LIMIT = 1.0  # the longest wait before reading an unreadable metadata file again
 START_PATIENCE = 2.0  # start(): how long a half-written current metadata file is waited for
 UNREADABLE_WARNING = 5.0  # warn when the newest metadata file stays unreadable this long
+CATALOG_INTERVAL = 1.0  # catalog tables: one loadTable a second (60 requests/minute idle)
+CATALOG_RETRY = 2.0  # a failing catalog: asked again after 2 s, doubling...
+CATALOG_RETRY_LIMIT = 60.0  # ...up to a minute
+MAX_INTERVAL = 86_400.0  # an interval of a day or more is a typo (or `inf`), not a plan
 
 Subscriber = Callable[[list[SnapshotEvent]], None]
 
@@ -110,8 +119,9 @@ class SnapshotWatcher:
     """Reports a table's new snapshots (see the module doc). Thread-safe.
 
     Args:
-        location: the table directory (any `pyarrow.fs` URI) or a `*.metadata.json` file
-            (which never changes: nothing is ever reported).
+        table: the table, by location (a directory, any `pyarrow.fs` URI, or a
+            `*.metadata.json` file, which never changes: nothing is ever reported) or by
+            catalog identifier (a `TableSource`, or text `load_table` reads the same way).
         after: report the commits after this snapshot id; default: after the current one.
         poll: True to poll, False for file events; default: events for local tables.
         interval: seconds; polling: the longest wait between looks (default 2);
@@ -121,17 +131,21 @@ class SnapshotWatcher:
             of `subscribe`, `latest` or `token` only).
     """
 
-    def __init__(self, location: str, *, after: int | None = None, poll: bool | None = None,
-                 interval: float | None = None, io: FileIO | None = None,
-                 queue_size: int = 10_000) -> None:
-        if interval is not None and interval <= 0:
+    def __init__(self, table: str | TableSource, *, after: int | None = None,
+                 poll: bool | None = None, interval: float | None = None,
+                 io: FileIO | None = None, queue_size: int = 10_000) -> None:
+        if interval is not None and not 0 < interval < MAX_INTERVAL:
             raise WatcherError(f"watcher interval {interval}: expected a positive number "
-                               "of seconds")
-        self.location = location
-        self.io = io or PyArrowFileIO()
+                               f"of seconds below {MAX_INTERVAL:g}")
+        self.source = table if isinstance(table, TableSource) else parse_table_source(table)
+        self.location = str(self.source)  # what messages call the table
+        self.io = io or shared_file_io(self.source.io_properties)
         self.after = after
-        local = _local_dir(location)
-        if location.endswith(".json"):
+        location = self.source.location or ""
+        local = _local_dir(location) if self.source.location is not None else None
+        if self.source.is_catalog_table:
+            self.mode = "catalog"
+        elif location.endswith(".json"):
             self.mode = "fixed"
         elif poll or (poll is None and local is None):
             self.mode = "polling"
@@ -140,7 +154,8 @@ class SnapshotWatcher:
         else:
             self.mode = "events"
         self._dir = os.path.abspath(os.path.join(local, "metadata")) if local else None
-        default = SAFETY_INTERVAL if self.mode == "events" else POLL_INTERVAL
+        default = {"events": SAFETY_INTERVAL, "catalog": CATALOG_INTERVAL}.get(self.mode,
+                                                                                 POLL_INTERVAL)
         self.interval = float(interval if interval is not None else default)
         self.queue_size = queue_size
         self._cond = threading.Condition(threading.Lock())
@@ -162,6 +177,7 @@ class SnapshotWatcher:
         self._missing = False
         self._unreadable: tuple[str, float] | None = None  # location, since
         self._retry = FIRST_DELAY
+        self._catalog_retry = CATALOG_RETRY
         self._backwards: str | None = None
 
     def __repr__(self) -> str:
@@ -350,15 +366,26 @@ class SnapshotWatcher:
     def _next_delay(self, *, changed: bool) -> float:
         """How long until the next look, unless an event comes first: the safety interval
         while events flow, else 50 ms after a change, doubling up to `interval` (events
-        mode with `metadata/` gone: up to 2 s, until it can be watched again)."""
+        mode with `metadata/` gone: up to 2 s, until it can be watched again). A catalog
+        is asked every `interval`: each look is a request to a shared server."""
         if self.mode == "events" and self._watch is not None and self._watch.alive:
+            return self.interval
+        if self.mode == "catalog":
             return self.interval
         cap = min(self.interval, POLL_INTERVAL) if self.mode == "events" else self.interval
         self._delay = FIRST_DELAY if changed else min(self._delay * 2, cap)
         return self._delay
 
+    def _locate(self) -> str:
+        """The table's current metadata file, as `load_table` finds it; for a catalog table
+        one `loadTable`, whose FileIO (fresh credentials) the next reads use."""
+        located = locate_table(self.source, None if self.source.is_catalog_table
+                               else self.io)
+        self.io = located.io
+        return located.metadata_location
+
     def _first_look(self) -> None:
-        location = find_metadata_location(self.location, self.io)
+        location = self._locate()
         deadline = time.monotonic() + START_PATIENCE
         while True:
             try:
@@ -368,7 +395,7 @@ class SnapshotWatcher:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(FIRST_DELAY)
-                location = find_metadata_location(self.location, self.io)
+                location = self._locate()
         self._resolved = location
         if self.after is None:
             current = metadata.current_snapshot
@@ -385,8 +412,8 @@ class SnapshotWatcher:
         """Look at the table once; returns how long to wait before the next look."""
         self._arm()
         try:
-            location = find_metadata_location(self.location, self.io)
-        except (MeltwaterError, OSError) as error:  # gone, or a store failing
+            location = self._locate()
+        except (MeltwaterError, OSError) as error:  # gone, or a store or catalog failing
             if not self._missing:
                 self._missing = True
                 self._bump()
@@ -394,6 +421,11 @@ class SnapshotWatcher:
                     "cannot read the table")
                 log.warning("watcher of %s: %s (%s); looking again until it is back",
                             self.location, gone, error)
+                self._catalog_retry = CATALOG_RETRY
+            elif self.mode == "catalog":  # back off: every look is a request to the server
+                self._catalog_retry = min(self._catalog_retry * 2, CATALOG_RETRY_LIMIT)
+            if self.mode == "catalog":
+                return self._catalog_retry
             return self._next_delay(changed=False)
         if self._missing:
             self._missing = False
