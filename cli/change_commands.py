@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from meltwater.cli.table_commands import UsageError, parse_timestamp_ms
+from meltwater.cli.table_commands import (
+    UsageError,
+    add_table_argument,
+    parse_timestamp_ms,
+    table_source_of,
+)
 from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
 from meltwater.planner.expressions import TRUE
 from meltwater.planner.metadata import load_table
@@ -60,7 +65,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from meltwater.stream.engine.change_feed import change_feed
     from meltwater.stream.engine.output import write_stream
 
-    feed = change_feed(load_table(args.table), range_request(args), row_options(args))
+    feed = change_feed(load_table(table_source_of(args)), range_request(args), row_options(args))
     reader = feed.reader()
     if args.format == "debezium-jsonl":
         from meltwater.stream.engine.change_output import write_debezium_jsonl
@@ -76,7 +81,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     changes = commands.add_parser(
         "changes", help="row-level changes between two snapshots (from exclusive, to inclusive)")
-    changes.add_argument("table", metavar="TABLE")
+    add_table_argument(changes)
     start = changes.add_mutually_exclusive_group()
     start.add_argument("--from-snapshot", type=int, metavar="ID",
                        help="changes after this snapshot (exclusive)")

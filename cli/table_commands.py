@@ -13,6 +13,7 @@ import pyarrow as pa
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.expressions import TRUE
 from meltwater.planner.metadata import load_table
+from meltwater.planner.table_source import TableSource, parse_table_source
 
 
 class UsageError(MeltwaterError):
@@ -42,9 +43,25 @@ def _columns(text: str | None) -> list[str] | None:
     return names
 
 
+TABLE_HELP = ("the table: catalog.namespace.table (a catalog pyiceberg's configuration "
+              "defines, ~/.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__<KEY>), or a location: "
+              "a directory holding metadata/ (local, s3://, gs://, ...) or a metadata file")
+
+
+def add_table_argument(parser: argparse.ArgumentParser) -> None:
+    """TABLE and --catalog, the same for every command that reads a table."""
+    parser.add_argument("table", metavar="TABLE", help=TABLE_HELP)
+    parser.add_argument("--catalog", metavar="NAME",
+                        help="the catalog TABLE is in; then TABLE is namespace.table")
+
+
+def table_source_of(args: argparse.Namespace) -> TableSource:
+    """The table the command line names (see `meltwater.planner.table_source`)."""
+    return parse_table_source(args.table, catalog=args.catalog)
+
+
 def add_table_selection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("table", metavar="TABLE",
-                        help="table location (directory with metadata/) or a metadata file")
+    add_table_argument(parser)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--snapshot", type=int, metavar="ID", help="read this snapshot")
     which.add_argument("--as-of", metavar="TIMESTAMP",
@@ -64,7 +81,7 @@ def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_snapshots(args: argparse.Namespace) -> int:
     from meltwater.stream.engine.output import write_stream
 
-    table = load_table(args.table)
+    table = load_table(table_source_of(args))
     metadata = table.metadata
     refs: dict[int, list[str]] = {}
     for ref in metadata.refs.values():
@@ -108,7 +125,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
-    reader = scan(load_table(args.table), limit=args.limit, **_plan_args(args))
+    reader = scan(load_table(table_source_of(args)), limit=args.limit, **_plan_args(args))
     count = write_stream(reader, args.format, args.output)
     if args.output:
         print(f"wrote {count} rows to {args.output}", file=sys.stderr)
@@ -118,7 +135,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from meltwater.stream.engine.scan import plan
 
-    planned = plan(load_table(args.table), **_plan_args(args))
+    planned = plan(load_table(table_source_of(args)), **_plan_args(args))
     scan = planned.scan
     snapshot = scan.snapshot
     report = {
@@ -163,7 +180,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
-    snapshots.add_argument("table", metavar="TABLE")
+    add_table_argument(snapshots)
     snapshots.add_argument("--format", choices=("table", "jsonl", "csv"), default="table")
     snapshots.add_argument("--output", metavar="PATH")
     snapshots.set_defaults(handler=cmd_snapshots)

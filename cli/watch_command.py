@@ -19,7 +19,7 @@ import json
 import sys
 
 from meltwater.cli.signals import Terminated, signals_raise
-from meltwater.cli.table_commands import UsageError
+from meltwater.cli.table_commands import UsageError, add_table_argument, table_source_of
 from meltwater.stream.watch.snapshot_events import SnapshotEvent
 
 
@@ -42,12 +42,13 @@ def format_text(event: SnapshotEvent) -> str:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from meltwater.stream.watch.watcher import SnapshotWatcher
+    from meltwater.stream.watch.watcher import MAX_INTERVAL, SnapshotWatcher
 
-    if args.interval is not None and args.interval <= 0:
-        raise UsageError(f"--interval {args.interval}: expected a positive number of seconds")
-    watcher = SnapshotWatcher(args.table, after=args.after, poll=True if args.poll else None,
-                              interval=args.interval)
+    if args.interval is not None and not 0 < args.interval < MAX_INTERVAL:
+        raise UsageError(f"--interval {args.interval}: expected a positive number of seconds "
+                         f"below {MAX_INTERVAL:g}")
+    watcher = SnapshotWatcher(table_source_of(args), after=args.after,
+                              poll=True if args.poll else None, interval=args.interval)
     render = (lambda e: json.dumps(e.to_json())) if args.format == "jsonl" else format_text
     with signals_raise():
         try:
@@ -69,12 +70,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     watch = commands.add_parser(
         "watch", help="print a table's new snapshots as they are committed")
-    watch.add_argument("table", metavar="TABLE")
+    add_table_argument(watch)
     watch.add_argument("--poll", action="store_true",
                        help="poll instead of file events (the default for s3://, gs://, ...)")
     watch.add_argument("--interval", type=float, metavar="S",
-                       help="seconds: the longest wait between two polls (default 2), or "
-                            "between safety looks with file events (default 30)")
+                       help="seconds: the longest wait between two polls (default 2), "
+                            "between two catalog requests (default 1), or between safety "
+                            "looks with file events (default 30)")
     watch.add_argument("--after", type=int, metavar="SNAPSHOT_ID",
                        help="first print the commits after this snapshot (resume)")
     watch.add_argument("--format", choices=("text", "jsonl"), default="text")

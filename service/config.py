@@ -13,9 +13,15 @@ A service runs pipelines; each reads one table's change stream and writes one si
     [spark.conf]
     "spark.sql.shuffle.partitions" = "2"
 
+    [catalogs.lake]                # pyiceberg catalog properties (over ~/.pyiceberg.yaml)
+    uri = "https://catalog.example.com/api/catalog"
+    credential = "client-id:client-secret"
+    warehouse = "lake"
+
     [[pipelines]]
     name = "orders"
-    table = "/warehouse/db/orders"
+    table = "lake.db.orders"       # catalog.namespace.table, or a location
+                                   # ("/warehouse/db/orders", "s3://bucket/db/orders")
     checkpoint = "/var/lib/meltwater/checkpoints/orders"
     trigger = "event"              # event (default), an interval ("10s"), or "available-now"
     [pipelines.options]            # options of readStream.format("meltwater")
@@ -46,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kinds import SinkPlacement, sink_kind
@@ -78,20 +85,37 @@ class SinkConfig:
 @dataclass(frozen=True)
 class PipelineConfig:
     name: str
-    table: str
+    table: str  # as the config names it
     checkpoint: str
     sink: SinkConfig
     trigger: str = EVENT_TRIGGER  # "event", "available-now", or an interval in seconds
     interval_s: float | None = None
     options: dict[str, str] = field(default_factory=dict)
+    source: TableSource | None = None  # the table, resolved with the config's [catalogs]
 
     @property
     def event_driven(self) -> bool:
         return self.trigger == EVENT_TRIGGER
 
     @property
+    def table_source(self) -> TableSource:
+        return self.source or parse_table_source(self.table)
+
+    @property
     def sink_placement(self) -> SinkPlacement:
-        return SinkPlacement(self.name, self.table, self.checkpoint)
+        return SinkPlacement(self.name, self.table_source, self.checkpoint)
+
+    @property
+    def source_options(self) -> dict[str, str]:
+        """The options of the pipeline's `readStream.format("meltwater")`: its own, and its
+        catalog's properties as `catalog.*` options (the source runs in Spark's Python
+        workers, which do not see this configuration file)."""
+        return {**self.options, **catalog_options(self.table_source)}
+
+
+def catalog_options(source: TableSource) -> dict[str, str]:
+    """A table source's catalog properties as the Spark source's `catalog.*` options."""
+    return {f"catalog.{k}": v for k, v in source.catalog_properties.items()}
 
 
 @dataclass(frozen=True)
@@ -105,6 +129,7 @@ class ServiceConfig:
     spark_master: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
     source: str = "<config>"
+    catalogs: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
 
 def parse_duration(text: str) -> float | None:
@@ -212,14 +237,42 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
         conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
     spark.done()
 
+    catalogs = _catalogs(top.child("catalogs"))
     raw = top.get("pipelines", list, required=True)
     if not raw:
         top.fail("pipelines", "needs at least one [[pipelines]] table")
-    pipelines = [_pipeline(source, index, entry) for index, entry in enumerate(raw)]
+    pipelines = [_pipeline(source, index, entry, catalogs) for index, entry in enumerate(raw)]
     top.done()
     _unique(source, pipelines)
     return ServiceConfig(tuple(pipelines), host, port, log_format, progress, shutdown,
-                         master, conf, source)
+                         master, conf, source, catalogs)
+
+
+def _catalogs(reader: _Reader) -> dict[str, dict[str, str]]:
+    """`[catalogs.NAME]` tables: each catalog's properties, as pyiceberg names them (nested
+    TOML keys such as `s3.endpoint = ...` become dotted names)."""
+    catalogs: dict[str, dict[str, str]] = {}
+    for name in list(reader.table):
+        if not _NAME.match(name):
+            reader.fail(name, "use letters, digits, '.', '_' and '-' in catalog names")
+        child = reader.child(name)
+        catalogs[name] = {key: str(value).lower() if isinstance(value, bool) else str(value)
+                          for key, value in _dotted(child, child.table).items()}
+    reader.done()
+    return catalogs
+
+
+def _dotted(reader: _Reader, table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            flat.update(_dotted(reader, value, f"{prefix}{key}."))
+        elif isinstance(value, (str, int, float, bool)):
+            flat[f"{prefix}{key}"] = value
+        else:
+            reader.fail(f"{prefix}{key}", "expected a string, number or boolean")
+    reader.used.update(table)
+    return flat
 
 
 def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
@@ -242,12 +295,17 @@ def _duration(reader: _Reader, key: str, default: str) -> float:
     return float(seconds)  # type: ignore[arg-type]
 
 
-def _pipeline(source: str, index: int, entry: Any) -> PipelineConfig:
+def _pipeline(source: str, index: int, entry: Any,
+              catalogs: Mapping[str, Mapping[str, str]]) -> PipelineConfig:
     reader = _Reader(source, f"pipelines[{index}]", entry)
     name = reader.get("name", str, required=True)
     if not _NAME.match(name):
         reader.fail("name", f"{name!r}: use letters, digits, '.', '_' and '-' only")
     table = reader.get("table", str, required=True)
+    try:
+        table_source = parse_table_source(table, catalog_properties=catalogs)
+    except MeltwaterError as error:
+        reader.fail("table", str(error))
     checkpoint = reader.get("checkpoint", str, required=True)
     trigger_text = reader.get("trigger", str, EVENT_TRIGGER)
     interval = None
@@ -262,11 +320,12 @@ def _pipeline(source: str, index: int, entry: Any) -> PipelineConfig:
     for key in list(options_reader.table):
         value = options_reader.get(key, (str, int, float, bool))
         options[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    _check_source_options(options_reader, table, options)
-    sink = _sink(reader.child("sink"), name, table, checkpoint)
+    _check_source_options(options_reader, table, {**options, **catalog_options(table_source)})
+    sink = _sink(reader.child("sink"), name, table_source, checkpoint)
     _check_sink_source_options(options_reader, sink, options)
     reader.done()
-    return PipelineConfig(name, table, checkpoint, sink, trigger_text, interval, options)
+    return PipelineConfig(name, table, checkpoint, sink, trigger_text, interval, options,
+                          table_source)
 
 
 def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) -> None:
@@ -279,7 +338,7 @@ def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) 
         reader.fail("", str(error))
 
 
-def _sink(reader: _Reader, pipeline: str, table: str, checkpoint: str) -> SinkConfig:
+def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -> SinkConfig:
     name = reader.get("type", str, required=True)
     try:
         kind = sink_kind(name)

@@ -52,9 +52,25 @@ def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
     if not isinstance(end, dict) or end.get("snapshot_id") is None:
         return None
     snapshot_id = int(end["snapshot_id"])
+    head.know(snapshot_id)
     if end.get("complete"):
         return snapshot_id
     return head.parent_of(snapshot_id)
+
+
+def latest_snapshot(progress: dict[str, Any] | None) -> int | None:
+    """The newest snapshot the source has seen, by its last progress report (idle reports
+    included): how a catalog table's head learns of commits without asking the catalog."""
+    sources = (progress or {}).get("sources") or []
+    latest = sources[0].get("latestOffset") if sources else None
+    if isinstance(latest, str):
+        try:
+            latest = json.loads(latest)
+        except ValueError:
+            return None
+    if not isinstance(latest, dict) or latest.get("snapshot_id") is None:
+        return None
+    return int(latest["snapshot_id"])
 
 
 class PipelineRun:
@@ -81,7 +97,7 @@ class PipelineRun:
     def start(self) -> None:
         config = self.config
         kind = sink_kind(config.sink.type)
-        options = {**config.options, **kind.source_options}  # e.g. a mirror's schema-change
+        options = {**config.source_options, **kind.source_options}  # e.g. schema-change
         reader = self.spark.readStream.format("meltwater").options(**options)
         if config.event_driven:
             reader = reader.option("watch-wait-ms", EVENT_WAIT_MS)
@@ -180,6 +196,7 @@ class PipelineRun:
             **{kind.lower(): count for kind, count in counts.items() if count}))
 
     def _update_lag(self) -> None:
+        self.head.know(latest_snapshot(self.query.lastProgress if self.query else None))
         snapshots, seconds = self.head.lag(self.reached)
         name = self.config.name
         self.metrics.lag_snapshots.labels(name).set(snapshots)

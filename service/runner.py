@@ -14,6 +14,7 @@ Order matters for the promises the service makes:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -39,13 +40,13 @@ def preflight(config: ServiceConfig) -> None:
     for index, pipeline in enumerate(config.pipelines):
         where = f"{config.source}: pipelines[{index}]"
         try:
-            load_table(pipeline.table)
+            load_table(pipeline.table_source)
         except MeltwaterError as error:
             raise ConfigError(f"{where}.table: {error}") from None
         if "://" not in pipeline.checkpoint:
-            parent = Path(pipeline.checkpoint).expanduser().resolve().parent
-            if not parent.exists() and not _creatable(parent):
-                raise ConfigError(f"{where}.checkpoint: cannot create {parent}")
+            problem = _uncreatable(Path(pipeline.checkpoint).expanduser())
+            if problem is not None:
+                raise ConfigError(f"{where}.checkpoint: {problem}")
         check = sink_kind(pipeline.sink.type).check
         if check is not None:
             try:
@@ -54,12 +55,22 @@ def preflight(config: ServiceConfig) -> None:
                 raise ConfigError(f"{where}.sink: {error}") from None
 
 
-def _creatable(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        return True
-    except OSError:
-        return False
+def _uncreatable(path: Path) -> str | None:
+    """Why the directory `path` could not be created (or used), judged without creating
+    anything: `--check` changes nothing on disk. None when it can be."""
+    path = path.resolve()
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} is not a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot create {path}: {ancestor} is a file"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot create {path}: {ancestor} is not writable"
+    return None
 
 
 def spark_session(config: ServiceConfig) -> Any:
@@ -115,7 +126,7 @@ class Service:
         try:
             self.spark = spark_session(config)
             self.runs = [PipelineRun(self.spark, p, self.metrics, self.health,
-                                     TableHead(p.table).start()) for p in config.pipelines]
+                                     TableHead(p.table_source).start()) for p in config.pipelines]
             for run in self.runs:
                 self.health.update(run.config.name, state="starting")
                 if not self.stopping.is_set():

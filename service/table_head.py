@@ -1,37 +1,70 @@
 """The newest state of a table as the service knows it: for lag and progress, not for reading.
 
-Backed by the table's `SnapshotWatcher`, so the service loop can ask twice a second, per
-pipeline, without touching the file system: the watcher rereads the metadata only when a
-commit lands. Lag is measured along the current snapshot's ancestry: the snapshots after
-the one the sink reached, and the age of the oldest of them.
+A table addressed by location is backed by its `SnapshotWatcher`, so the service loop can
+ask twice a second, per pipeline, without touching the file system: the watcher rereads
+the metadata only when a commit lands. A catalog table is not polled here: its stream
+already asks the catalog once a second, and a second poller would double what an idle
+table costs the catalog. Its head is loaded again only when the stream's progress names a
+snapshot the head does not know (`know`), so idle it costs nothing.
+
+Lag is measured along the current snapshot's ancestry: the snapshots after the one the sink
+reached, and the age of the oldest of them.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
+from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.fileio import FileIO
-from meltwater.planner.metadata import Snapshot, TableMetadata
+from meltwater.planner.metadata import Snapshot, TableMetadata, load_table
+from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.stream.watch.watcher import SnapshotWatcher
+
+log = logging.getLogger("meltwater.service")
 
 
 class TableHead:
-    """A table's current metadata, as its watcher last read it."""
+    """A table's current metadata, as its watcher (or, for a catalog table, the last
+    `know` that had to ask) last read it."""
 
-    def __init__(self, location: str, io: FileIO | None = None) -> None:
-        self.location = location
-        self.watcher = SnapshotWatcher(location, io=io, queue_size=0)  # state only, no events
+    def __init__(self, table: str | TableSource, io: FileIO | None = None) -> None:
+        self.source = table if isinstance(table, TableSource) else parse_table_source(table)
+        self.location = str(self.source)
+        self.watcher = None if self.source.is_catalog_table else SnapshotWatcher(
+            self.source, io=io, queue_size=0)  # state only, no events
+        self._loaded: TableMetadata | None = None
 
     def start(self) -> TableHead:
-        self.watcher.start()
+        if self.watcher is not None:
+            self.watcher.start()
+        else:
+            self._loaded = load_table(self.source).metadata
         return self
 
     def close(self) -> None:
-        self.watcher.stop()
+        if self.watcher is not None:
+            self.watcher.stop()
 
     def metadata(self) -> TableMetadata | None:
+        if self.watcher is None:
+            return self._loaded
         state = self.watcher.latest
         return None if state is None else state.metadata
+
+    def know(self, snapshot_id: int | None) -> None:
+        """Make sure the head has `snapshot_id` (one a stream reported): a catalog table is
+        asked again now, a watched one is already current. A failing catalog is logged and
+        the old head kept: the lag metric is stale until it answers."""
+        metadata = self.metadata()
+        if self.watcher is not None or snapshot_id is None or (
+                metadata is not None and snapshot_id in metadata.snapshots):
+            return
+        try:
+            self._loaded = load_table(self.source).metadata
+        except MeltwaterError as error:
+            log.warning("table %s: cannot refresh its head (%s)", self.location, error)
 
     def pending(self, reached: int | None) -> list[Snapshot]:
         """Snapshots of the current lineage after `reached`, oldest first."""

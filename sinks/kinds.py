@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meltwater.planner.table_source import TableSource
 from meltwater.sinks.errors import SinkError
 
 
@@ -40,7 +41,7 @@ class SinkPlacement:
     """Where a sink sits: the pipeline writing to it, its source table and checkpoint."""
 
     pipeline: str
-    table: str
+    table: TableSource
     checkpoint: str
 
 

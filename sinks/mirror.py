@@ -59,6 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.planner.metadata import TableMetadata, load_table
+from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink
 from meltwater.sinks.column_record import ColumnRecord, RecordedColumn
@@ -102,7 +103,7 @@ _NOT_MIRRORED = frozenset(METADATA_COLUMNS) | frozenset(LINEAGE_COLUMNS)
 class Mirror:
     """A SQL table mirroring an Iceberg table by key (see the module doc)."""
 
-    def __init__(self, url: str, *, table: str, source: str | Schema,
+    def __init__(self, url: str, *, table: str, source: str | TableSource | Schema,
                  key_columns: Sequence[str] | None = None, pipeline: str | None = None,
                  keep_dropped_columns: bool = False) -> None:
         """Open (and create if needed) mirror table `table` in the database at `url`.

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from meltwater.planner.metadata import load_table
+from meltwater.planner.table_source import TableSource
 from meltwater.sinks.errors import SchemaChangeNotMirroredError
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
@@ -54,7 +55,7 @@ def check_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> None:
     open_mirror(options, placement).close()
 
 
-def stream_field_ids(table: str, columns: Sequence[str]) -> dict[str, int]:
+def stream_field_ids(table: str | TableSource, columns: Sequence[str]) -> dict[str, int]:
     """The field ids of a starting stream's columns, from the table's current schema; the
     names must be exactly that schema's, else the table changed while the query started
     (the query is then failed and restarted)."""

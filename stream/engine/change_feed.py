@@ -30,6 +30,7 @@ from meltwater.planner.fileio import FileIO
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema
 from meltwater.stream.engine.change_schema import (
@@ -115,13 +116,13 @@ def range_request(*, from_snapshot_id: int | None = None, from_sequence: int | N
                            given_bounds(ends, inclusive=True), skip_expired=skip_expired)
 
 
-def change_feed(table: Table | str, request: RangeRequest | None = None,
+def change_feed(table: Table | TableSource | str, request: RangeRequest | None = None,
                 rows: RowOptions | None = None, *, io: FileIO | None = None) -> ChangeFeed:
     """Plan a change read: the range (default: the whole retained history up to the current
     snapshot) and the row-level options (default: every row and column, updates paired
     when the table has identifier fields); see `changes`."""
     rows = rows or RowOptions()
-    loaded = load_table(table, io) if isinstance(table, str) else table
+    loaded = table if isinstance(table, Table) else load_table(table, io)
     change_range = resolve_range(loaded, request or RangeRequest())
     _warn_skipped(change_range)
     metadata = loaded.metadata
@@ -146,7 +147,7 @@ def change_feed(table: Table | str, request: RangeRequest | None = None,
     return ChangeFeed(loaded, change_range, schema, bound, columns, options, rows.appends_only)
 
 
-def changes(table: Table | str, *, from_snapshot_id: int | None = None,
+def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = None,
             from_sequence: int | None = None, from_timestamp_ms: int | None = None,
             from_ref: str | None = None, to_snapshot_id: int | None = None,
             to_sequence: int | None = None, to_timestamp_ms: int | None = None,

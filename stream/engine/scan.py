@@ -21,6 +21,7 @@ from meltwater.planner.fileio import FileIO
 from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.scan import TableScan
+from meltwater.planner.table_source import TableSource
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema
@@ -167,22 +168,23 @@ class Plan:
         return self.scan.stats
 
 
-def _table(table: Table | str, io: FileIO | None) -> Table:
-    return load_table(table, io) if isinstance(table, str) else table
+def _table(table: Table | TableSource | str, io: FileIO | None) -> Table:
+    return table if isinstance(table, Table) else load_table(table, io)
 
 
-def plan(table: Table | str, *, snapshot_id: int | None = None, ref: str | None = None,
-         as_of_ms: int | None = None, filter: Expression | str = TRUE,
+def plan(table: Table | TableSource | str, *, snapshot_id: int | None = None,
+         ref: str | None = None, as_of_ms: int | None = None, filter: Expression | str = TRUE,
          columns: list[str] | None = None, case_sensitive: bool = True,
          io: FileIO | None = None) -> Plan:
-    """Plan a scan of a table (a location, a metadata file or a loaded `Table`)."""
+    """Plan a scan of a table: a catalog identifier (`lake.db.events`), a location, a
+    metadata file, a `TableSource` or a loaded `Table`."""
     scan = TableScan(_table(table, io), snapshot_id=snapshot_id, ref=ref, as_of_ms=as_of_ms,
                      row_filter=filter, columns=columns, case_sensitive=case_sensitive)
     return Plan(scan, scan.plan_tasks())
 
 
-def scan(table: Table | str, *, snapshot_id: int | None = None, ref: str | None = None,
-         as_of_ms: int | None = None, filter: Expression | str = TRUE,
+def scan(table: Table | TableSource | str, *, snapshot_id: int | None = None,
+         ref: str | None = None, as_of_ms: int | None = None, filter: Expression | str = TRUE,
          columns: list[str] | None = None, case_sensitive: bool = True,
          limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
          threads: int | None = None, io: FileIO | None = None) -> pa.RecordBatchReader:
