@@ -35,6 +35,19 @@ def seaweed() -> Iterator[SeaweedServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def seaweed_vending() -> Iterator[SeaweedServer]:
+    """A second SeaweedFS whose catalog vends table-scoped keys lasting 900 s (the minimum)."""
+    server = SeaweedServer(vended_credentials_seconds=900)
+    try:
+        server.start()
+    except SeaweedUnavailable as error:
+        server.stop()
+        pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def namespace() -> str:
     """A namespace name no other test of this session uses (tables share one server)."""

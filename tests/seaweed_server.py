@@ -6,6 +6,9 @@
         server.catalog_properties() # for pyiceberg's RestCatalog / load_catalog
         server.s3_env()             # AWS_* variables for pyarrow.fs (what meltwater reads)
 
+With `vended_credentials_seconds=N` (900..43200, the STS's limits) loadTable vends keys
+scoped to the table's prefix, expiring after N seconds, to clients that ask for them.
+
 Buckets: `lake`, the Iceberg table bucket behind the REST catalog (s3://lake, its warehouse),
 and `warehouse`, a plain S3 bucket for tables of other catalogs (SQL, Glue).
 
@@ -33,6 +36,8 @@ flags say; `stop()` removes ours if the server left them behind.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import secrets
 import shutil
@@ -50,6 +55,7 @@ BUCKET = "lake"  # the Iceberg table bucket: the REST catalog's warehouse, s3://
 PLAIN_BUCKETS = ("warehouse",)  # ordinary S3 buckets, for catalogs other than the REST one
 REGION = "us-east-1"  # SeaweedFS's S3 Tables region, what loadTable advertises
 ACCOUNT = "000000000000"  # SeaweedFS's default S3 Tables account
+VENDING_ROLE = "arn:aws:iam::role/IcebergVending"
 PORT_NAMES = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc",
               "s3", "s3.grpc", "iceberg")
 
@@ -123,10 +129,16 @@ class SeaweedServer:
 
     def __init__(self, weed: Path | None = None, bucket: str = BUCKET,
                  plain_buckets: tuple[str, ...] = PLAIN_BUCKETS,
-                 start_timeout: float = 60.0) -> None:
+                 vended_credentials_seconds: int | None = None,
+                 extra_args: tuple[str, ...] = (), start_timeout: float = 60.0) -> None:
         self.weed = weed
         self.bucket = bucket
         self.plain_buckets = plain_buckets
+        if vended_credentials_seconds is not None and not 900 <= vended_credentials_seconds \
+                <= 43200:
+            raise ValueError("SeaweedFS's STS accepts session durations of 900..43200 s only")
+        self.vended_credentials_seconds = vended_credentials_seconds
+        self.extra_args = extra_args  # more `weed server` flags
         self.start_timeout = start_timeout
         self.access_key = "mw" + secrets.token_hex(8)
         self.secret_key = secrets.token_hex(20)
@@ -153,8 +165,11 @@ class SeaweedServer:
         assert self.process is not None
         return self.process.pid
 
-    def catalog_properties(self) -> dict[str, str]:
+    def catalog_properties(self, with_s3: bool = True) -> dict[str, str]:
         """pyiceberg RestCatalog properties: OAuth2 client credentials, and S3 for the FileIO.
+
+        with_s3=False leaves the S3 settings out, for a server that vends credentials:
+        then loadTable's `config` carries the endpoint and temporary keys.
 
         The S3 settings must be client-side: pyiceberg asks loadTable for vended credentials
         (X-Iceberg-Access-Delegation), and SeaweedFS, with no credential role configured,
@@ -162,7 +177,7 @@ class SeaweedServer:
         returns s3.endpoint, s3.path-style-access and s3.region). pyiceberg's FileIO does
         not read AWS_ENDPOINT_URL, so without s3.endpoint it goes to amazonaws.com.
         """
-        return {
+        properties = {
             "type": "rest",
             "uri": self.catalog_uri,
             "credential": f"{self.access_key}:{self.secret_key}",
@@ -170,21 +185,16 @@ class SeaweedServer:
             # to guess it (the guess, uri + v1/oauth/tokens, is right)
             "oauth2-server-uri": f"{self.catalog_uri}/v1/oauth/tokens",
             "warehouse": self.warehouse,
-            "s3.endpoint": self.s3_endpoint,
-            "s3.access-key-id": self.access_key,
-            "s3.secret-access-key": self.secret_key,
-            "s3.region": REGION,
-            "s3.path-style-access": "true",
         }
-
-    def s3_env(self) -> dict[str, str]:
-        """Environment for pyarrow.fs.S3FileSystem.from_uri and so for meltwater on s3://."""
-        return {
-            "AWS_ENDPOINT_URL": self.s3_endpoint,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": REGION,
-        }
+        if with_s3:
+            properties.update({
+                "s3.endpoint": self.s3_endpoint,
+                "s3.access-key-id": self.access_key,
+                "s3.secret-access-key": self.secret_key,
+                "s3.region": REGION,
+                "s3.path-style-access": "true",
+            })
+        return properties
 
     def file_io_properties(self) -> dict[str, str]:
         """The s3.* properties a pyiceberg catalog of any type needs to use this S3."""
@@ -214,7 +224,39 @@ class SeaweedServer:
             f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3.grpc']}",
             f"-s3.port.iceberg={p['iceberg']}", "-s3.port.lance=0",
             f"-s3.localSocket={self.home / 's3.sock'}",
+            *self._vending_args(),
+            *self.extra_args,
         ]
+
+    def _vending_args(self) -> list[str]:
+        """Flags and an IAM config that make loadTable vend table-scoped, expiring keys.
+
+        SeaweedFS vends only through its STS: the catalog assumes `credentialRole` for the
+        caller with a session policy limited to the table's prefix. The role's trust policy
+        must allow `sts:AssumeRoleWithCredentials` for the federated provider
+        `iceberg-catalog` (what the catalog names itself); any other principal is refused.
+        """
+        if self.vended_credentials_seconds is None:
+            return []
+        config = {
+            "sts": {"tokenDuration": "1h", "maxSessionLength": "12h",
+                    "issuer": "meltwater-test-sts",
+                    "signingKey": base64.b64encode(secrets.token_bytes(32)).decode()},
+            "policy": {"defaultEffect": "Allow"},
+            "roles": [{
+                "roleName": "IcebergVending", "roleArn": VENDING_ROLE,
+                "trustPolicy": {"Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow", "Principal": {"Federated": "iceberg-catalog"},
+                    "Action": ["sts:AssumeRoleWithCredentials"]}]},
+                "attachedPolicies": ["S3Objects"]}],
+            "policies": [{"name": "S3Objects", "document": {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["s3:*"], "Resource": ["*"]}]}}],
+        }
+        path = self.home / "iam.json"
+        path.write_text(json.dumps(config))
+        return [f"-s3.iam.config={path}", f"-s3.iceberg.credentialRole={VENDING_ROLE}",
+                f"-s3.iceberg.credentialDurationSeconds={self.vended_credentials_seconds}"]
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}

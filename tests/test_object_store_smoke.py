@@ -104,3 +104,39 @@ def test_relocated_iceberg_java_table_reads_as_iceberg_java_did(
         assert_same_rows(rows, truth, f"meltwater: {what}")
         checked += 1
     assert checked == len(scenario.snapshots)
+
+
+def test_vended_credentials_are_table_scoped_and_say_when_they_expire(seaweed_vending, namespace):
+    """A client with catalog credentials only reads through the keys loadTable vends.
+
+    Expiry itself is not waited for here: 900 s is the shortest session the STS grants.
+    """
+    import time
+
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    from pyiceberg.catalog import load_catalog
+
+    writer = load_catalog("writer", **seaweed_vending.catalog_properties())
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    for name in ("mine", "other"):
+        writer.create_namespace_if_not_exists(namespace)
+        table = writer.create_table((namespace, name), schema=schema)
+        table.append(pa.table({"id": [1, 2, 3]}, schema=schema))
+
+    reader = load_catalog("reader", **seaweed_vending.catalog_properties(with_s3=False))
+    mine = reader.load_table((namespace, "mine"))  # pyiceberg asks for vended credentials
+    assert mine.scan().to_arrow().num_rows == 3
+    vended = mine.io.properties
+    assert vended["s3.endpoint"] == seaweed_vending.s3_endpoint
+    assert vended["s3.access-key-id"] != seaweed_vending.access_key
+    lifetime = int(vended["s3.session-token-expires-at-ms"]) / 1000 - time.time()
+    assert 850 < lifetime <= 900
+    fs = pafs.S3FileSystem(access_key=vended["s3.access-key-id"],
+                           secret_key=vended["s3.secret-access-key"],
+                           session_token=vended["s3.session-token"],
+                           endpoint_override=vended["s3.endpoint"], scheme="http",
+                           region="us-east-1")
+    assert fs.get_file_info(pafs.FileSelector(f"lake/{namespace}/mine", recursive=True))
+    with pytest.raises(OSError, match="ACCESS_DENIED"):
+        fs.get_file_info(pafs.FileSelector(f"lake/{namespace}/other", recursive=True))
