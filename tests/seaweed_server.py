@@ -212,6 +212,15 @@ class SeaweedServer:
             })
         return properties
 
+    def s3_env(self) -> dict[str, str]:
+        """Environment for pyarrow.fs.S3FileSystem.from_uri and so for meltwater on s3://."""
+        return {
+            "AWS_ENDPOINT_URL": self.s3_endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": REGION,
+        }
+
     def file_io_properties(self) -> dict[str, str]:
         """The s3.* properties a pyiceberg catalog of any type needs to use this S3."""
         return {k: v for k, v in self.catalog_properties().items() if k.startswith("s3.")}
