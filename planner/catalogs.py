@@ -15,6 +15,7 @@ table reuses one authenticated session. pyiceberg is imported only when a catalo
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -122,8 +123,9 @@ _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 _clients_lock = threading.Lock()
 
 
-def _client(name: str, properties: Mapping[str, str], seconds: float) -> Any:
-    """pyiceberg's client for a catalog, made once per name and properties."""
+def _client(name: str, properties: Mapping[str, str], seconds: float, where: str) -> Any:
+    """pyiceberg's client for a catalog, made once per name and properties (making one may
+    already talk to the catalog: a REST client fetches its config and logs in)."""
     key = (name, tuple(sorted(properties.items())))
     with _clients_lock:
         client = _clients.get(key)
@@ -132,8 +134,6 @@ def _client(name: str, properties: Mapping[str, str], seconds: float) -> Any:
     from pyiceberg.catalog import load_catalog
 
     forwarded = {k: v for k, v in properties.items() if k != TIMEOUT_PROPERTY}
-    uri = properties.get("uri")
-    where = f"catalog {name!r}" + (f" at {uri}" if uri else "")
     try:
         client = _bounded(lambda: load_catalog(name, **forwarded), seconds, where)
     except CatalogError:
@@ -167,9 +167,9 @@ def load_catalog_table(catalog: str, identifier: tuple[str, ...],
                            f"~/.pyiceberg.yaml or with PYICEBERG_CATALOG__{catalog.upper()}__URI"
                            "=..., or give its properties)")
     seconds = _timeout(properties, catalog)
-    client = _client(catalog, properties, seconds)
     uri = properties.get("uri")
     where = f"table {name}: catalog {catalog!r}" + (f" at {uri}" if uri else "")
+    client = _client(catalog, properties, seconds, where)
     try:
         loaded = _bounded(lambda: client.load_table(identifier), seconds, where)
     except CatalogError:
@@ -184,13 +184,28 @@ def load_catalog_table(catalog: str, identifier: tuple[str, ...],
     return CatalogTable(str(loaded.metadata_location), io_properties)
 
 
+_OS_REASON = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+
+
+def _reason(error: Exception) -> str:
+    """The short why of an error: the OS's words for a failed connection (requests wraps
+    them in a paragraph), else the error's first line."""
+    text = str(error)
+    found = _OS_REASON.findall(text)
+    if found:
+        return found[-1].strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
+
+
 def _catalog_error(error: Exception, where: str, table: str | None) -> Exception:
     """One line for what pyiceberg (or requests under it) raised."""
     kind = type(error).__name__
-    text = str(error).splitlines()[0][:300] if str(error) else kind
+    text = _reason(error)
     if kind in ("NoSuchTableError", "NoSuchIcebergTableError", "NoSuchNamespaceError",
                 "NoSuchIdentifierError") and table is not None:
         return NoSuchTableError(f"table {table}: not found in {where.split(': ', 1)[-1]}")
+    if table is None and kind in ("NoSuchTableError", "NoSuchNamespaceError"):
+        return NoSuchTableError(f"{where}: {text}")
     if kind in ("UnauthorizedError", "ForbiddenError", "OAuthError",
                 "AuthorizationExpiredError"):
         return CatalogError(f"{where} refused access ({text})")

@@ -38,6 +38,17 @@ class FileIO(Protocol):
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes: ...
 
+    def _require_bucket(self, fs: pafs.FileSystem, path: str, location: str) -> None:
+        """An empty listing on an object store: say so if the bucket itself is missing
+        (listing a missing bucket answers "nothing here", which would read as no table)."""
+        bucket = path.split("/", 1)[0]
+        try:
+            missing = fs.get_file_info(bucket).type == pafs.FileType.NotFound
+        except OSError as error:
+            raise _storage_error(error, location) from error
+        if missing:
+            raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
+
     def exists(self, location: str) -> bool: ...
 
     def list_dir(self, location: str) -> list[str]:
@@ -120,6 +131,17 @@ class PyArrowFileIO:
         """Whether a location is on this machine's filesystem: reading it waits on no network."""
         return isinstance(self.resolve(location)[0], pafs.LocalFileSystem)
 
+    def _require_bucket(self, fs: pafs.FileSystem, path: str, location: str) -> None:
+        """An empty listing on an object store: say so if the bucket itself is missing
+        (listing a missing bucket answers "nothing here", which would read as no table)."""
+        bucket = path.split("/", 1)[0]
+        try:
+            missing = fs.get_file_info(bucket).type == pafs.FileType.NotFound
+        except OSError as error:
+            raise _storage_error(error, location) from error
+        if missing:
+            raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
+
     def exists(self, location: str) -> bool:
         fs, path = self.resolve(location)
         try:
@@ -135,6 +157,8 @@ class PyArrowFileIO:
             raise
         except OSError as error:
             raise _storage_error(error, location) from error
+        if not infos and not isinstance(fs, pafs.LocalFileSystem):
+            self._require_bucket(fs, path, location)
         prefix = location.rstrip("/")
         return [f"{prefix}/{info.base_name}" for info in infos if info.type == pafs.FileType.File]
 
@@ -164,6 +188,10 @@ def _with_environment(properties: Mapping[str, str], scheme: str) -> dict[str, s
 # What the storage's own messages say (AWS SDK error names, HTTP statuses, curl's words),
 # and what each means to a user; the first match names the problem.
 _STORAGE_PROBLEMS = (
+    (("unable to load libjvm",), "HDFS needs a Java runtime: set JAVA_HOME to a JDK (and "
+     "CLASSPATH to Hadoop's jars, `hadoop classpath --glob`)"),
+    (("unable to load libhdfs", "libhdfs.so"), "HDFS needs Hadoop's native client: set "
+     "HADOOP_HOME (or ARROW_LIBHDFS_DIR) to where libhdfs.so is"),
     (("nosuchbucket", "bucket does not exist", "the specified bucket does not exist"),
      "the bucket does not exist"),
     (("expiredtoken", "token has expired", "invalid_access_key_id", "invalidaccesskeyid",
