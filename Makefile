@@ -36,7 +36,7 @@ test: sysdeps $(BIN)/meltwater lint
 
 # The tests that need none of the Iceberg Java corpus, Spark, PostgreSQL or a service process
 # (tests/conftest.py marks each test by the fixtures it uses): no JDK, no system packages.
-FAST := not corpus and not spark and not postgres and not service
+FAST := not corpus and not spark and not postgres and not service and not objectstore
 
 test-fast: $(BIN)/meltwater
 	$(BIN)/pytest -q -m "$(FAST)"

@@ -18,8 +18,6 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -105,18 +103,29 @@ def _timeout(properties: Mapping[str, str], name: str) -> float:
     return seconds
 
 
-_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="meltwater-catalog")
-
-
 def _bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     """`call()`, or a CatalogError after `seconds`: pyiceberg's HTTP calls carry no timeout,
-    and a catalog behind a dropped route would hold the caller for minutes. The call
-    itself runs on in its thread until the OS gives up; nothing waits for it."""
-    future = _executor.submit(call)
-    try:
-        return future.result(timeout=seconds)
-    except FutureTimeout:
-        raise CatalogError(f"{what}: no answer within {seconds:g} s") from None
+    and a catalog behind a dropped route would hold the caller for minutes. The call runs
+    in a daemon thread, which goes on until the OS gives up, but holds nobody up: not the
+    caller, not the interpreter's exit (a pool's worker threads would be joined at exit)."""
+    outcome: list[tuple[bool, Any]] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # handed to the caller, raised there
+            outcome.append((False, error))
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="meltwater-catalog", daemon=True).start()
+    if not done.wait(seconds):
+        raise CatalogError(f"{what}: no answer within {seconds:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}

@@ -20,8 +20,10 @@ endpoint that does not answer) are `StorageError`s naming the file and the probl
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -38,6 +40,18 @@ class FileIO(Protocol):
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes: ...
 
+    def _storage_error(self, error: BaseException, location: str) -> StorageError:
+        """`_storage_error`, and when the credentials these properties carry have expired
+        (a catalog's vended `s3.session-token-expires-at-ms`), that: an S3 server answering
+        a HEAD request has no body to say why it refuses."""
+        found = _storage_error(error, location)
+        expires = self.properties.get("s3.session-token-expires-at-ms")
+        if expires and expires.isdigit() and int(expires) <= time.time() * 1000:
+            at = dt.datetime.fromtimestamp(int(expires) / 1000, dt.timezone.utc)
+            return StorageError(f"{location}: the credentials expired at "
+                                f"{at.isoformat(timespec='seconds')} ({found})")
+        return found
+
     def _require_bucket(self, fs: pafs.FileSystem, path: str, location: str) -> None:
         """An empty listing on an object store: say so if the bucket itself is missing
         (listing a missing bucket answers "nothing here", which would read as no table)."""
@@ -45,7 +59,7 @@ class FileIO(Protocol):
         try:
             missing = fs.get_file_info(bucket).type == pafs.FileType.NotFound
         except OSError as error:
-            raise _storage_error(error, location) from error
+            raise self._storage_error(error, location) from error
         if missing:
             raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
 
@@ -99,7 +113,7 @@ class PyArrowFileIO:
             return IcebergFileIO(_with_environment(self.properties, scheme)).fs_by_scheme(
                 scheme, netloc)
         except (OSError, ValueError, ImportError) as error:
-            raise _storage_error(error, location) from error
+            raise self._storage_error(error, location) from error
 
     def _cached(self, key: tuple[str, str], make: Callable[[], pafs.FileSystem]):
         with self._lock:
@@ -119,7 +133,7 @@ class PyArrowFileIO:
             if ("not found" in message or "no such file" in message) \
                     and "bucket" not in message:
                 raise NoSuchFileError(f"{location}: file not found") from None
-            raise _storage_error(error, location) from error
+            raise self._storage_error(error, location) from error
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
         with self.open_input(location) as handle:
@@ -131,6 +145,18 @@ class PyArrowFileIO:
         """Whether a location is on this machine's filesystem: reading it waits on no network."""
         return isinstance(self.resolve(location)[0], pafs.LocalFileSystem)
 
+    def _storage_error(self, error: BaseException, location: str) -> StorageError:
+        """`_storage_error`, and when the credentials these properties carry have expired
+        (a catalog's vended `s3.session-token-expires-at-ms`), that: an S3 server answering
+        a HEAD request has no body to say why it refuses."""
+        found = _storage_error(error, location)
+        expires = self.properties.get("s3.session-token-expires-at-ms")
+        if expires and expires.isdigit() and int(expires) <= time.time() * 1000:
+            at = dt.datetime.fromtimestamp(int(expires) / 1000, dt.timezone.utc)
+            return StorageError(f"{location}: the credentials expired at "
+                                f"{at.isoformat(timespec='seconds')} ({found})")
+        return found
+
     def _require_bucket(self, fs: pafs.FileSystem, path: str, location: str) -> None:
         """An empty listing on an object store: say so if the bucket itself is missing
         (listing a missing bucket answers "nothing here", which would read as no table)."""
@@ -138,7 +164,7 @@ class PyArrowFileIO:
         try:
             missing = fs.get_file_info(bucket).type == pafs.FileType.NotFound
         except OSError as error:
-            raise _storage_error(error, location) from error
+            raise self._storage_error(error, location) from error
         if missing:
             raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
 
@@ -147,7 +173,7 @@ class PyArrowFileIO:
         try:
             return fs.get_file_info(path).type != pafs.FileType.NotFound
         except OSError as error:
-            raise _storage_error(error, location) from error
+            raise self._storage_error(error, location) from error
 
     def list_dir(self, location: str) -> list[str]:
         fs, path = self.resolve(location)
@@ -156,7 +182,7 @@ class PyArrowFileIO:
         except (FileNotFoundError, NotADirectoryError):
             raise
         except OSError as error:
-            raise _storage_error(error, location) from error
+            raise self._storage_error(error, location) from error
         if not infos and not isinstance(fs, pafs.LocalFileSystem):
             self._require_bucket(fs, path, location)
         prefix = location.rstrip("/")

@@ -26,7 +26,12 @@ FIXTURE_MARKS = {
     "postgres_url": "postgres",  # the session's PostgreSQL server
     "serve": "service",  # `meltwater serve` or spark-submit in child processes (own JVMs)
     "live_writer": "service",  # the live Iceberg Java writer (a JVM committing as asked)
+    "seaweed": "objectstore",  # SeaweedFS: S3 and an Iceberg REST catalog on loopback
+    "seaweed_vending": "objectstore",  # the same, vending table-scoped credentials
 }
+
+# The object-store and catalog fixtures (tests/object_store_fixtures.py), for every test.
+pytest_plugins = ["object_store_fixtures"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,9 +21,6 @@ from corpus.pyiceberg_writer import History, write_history
 from corpus.relocate import relocate
 from meltwater.planner.metadata import load_table
 
-# the fixtures, until conftest.py loads them for every test
-pytest_plugins = ["object_store_fixtures"]
-
 
 def test_server_listens_on_loopback_only(seaweed):
     listening = listening_addresses(seaweed.pid)
