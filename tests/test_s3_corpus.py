@@ -74,6 +74,20 @@ def plain_env(seaweed_plain_lake, monkeypatch) -> dict[str, str]:
 
 
 @pytest.mark.corpus
+def test_local_bucket_file_system_answers_with_s3_paths_only(s3_corpus, tmp_path):
+    """The FileSystem the S3 corpus was written with keeps s3://lake/K at ROOT/lake/K and
+    answers every status, listing and glob with s3:// paths (corpus/s3check/)."""
+    from corpus.build import hadoop_classpath, local_bucket_fs_jar
+    from corpus.writer_env import ensure_writer_env
+
+    classpath = f"{hadoop_classpath(ensure_writer_env())}:{local_bucket_fs_jar(s3_corpus.root)}"
+    check = Path(__file__).parent / "corpus" / "s3check" / "LocalBucketFileSystemCheck.java"
+    result = subprocess.run(["java", "-cp", classpath, str(check), str(tmp_path / "buckets")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+@pytest.mark.corpus
 def test_s3_corpus_is_the_local_corpus_history_written_at_s3_locations(s3_corpus, corpus):
     """Same scenarios, same snapshots (labels, operations, row counts, delete files), but
     every table at s3://lake/db/<scenario>."""

@@ -88,14 +88,24 @@ def _s3_command(env: WriterEnv, home: Path) -> list[str]:
             "--jars", f"{env.spark_jars()},{fs_jar}", "--warehouse", S3_WAREHOUSE]
 
 
+def hadoop_classpath(env: WriterEnv) -> str:
+    """Spark 3.5's jars in the writer env, Hadoop 3.3.4's client among them, as a classpath."""
+    jars = next(env.python.parent.parent.glob("lib/python3*/site-packages/pyspark/jars"))
+    return f"{jars}/*"
+
+
+def local_bucket_fs_jar(s3_corpus: Path) -> Path:
+    """The LocalBucketFileSystem jar an S3 corpus was written with."""
+    return s3_corpus / "jars" / "meltwater-local-bucket-fs.jar"
+
+
 def _compile_local_bucket_fs(env: WriterEnv, into: Path) -> Path:
     """LocalBucketFileSystem compiled against the writer env's Hadoop (Spark 3.5's jars)."""
-    pyspark_jars = next(env.python.parent.parent.glob("lib/python3*/site-packages/pyspark/jars"))
     classes = into / "classes"
     classes.mkdir(parents=True)
-    jar = into / "meltwater-local-bucket-fs.jar"
+    jar = local_bucket_fs_jar(into.parent)
     for command, what in (
-        (["javac", "--release", "11", "-nowarn", "-cp", f"{pyspark_jars}/*", "-d", str(classes),
+        (["javac", "--release", "11", "-nowarn", "-cp", hadoop_classpath(env), "-d", str(classes),
           str(S3_FS_SOURCE)], "compiling LocalBucketFileSystem.java"),
         (["jar", "cf", str(jar), "-C", str(classes), "."], "packaging LocalBucketFileSystem"),
     ):
