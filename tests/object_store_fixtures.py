@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from seaweed_server import SeaweedServer, SeaweedUnavailable
+
+from corpus.loader import Corpus
 
 _names = itertools.count()
 
@@ -113,3 +116,89 @@ def s3_env(seaweed: SeaweedServer, monkeypatch: pytest.MonkeyPatch) -> dict[str,
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env
+
+
+@pytest.fixture(scope="session")
+def s3_corpus() -> Corpus:
+    """The Iceberg Java corpus written at s3://lake (built once per generator version)."""
+    from corpus.build import ensure_s3_corpus
+    from corpus.writer_env import WriterEnvError
+
+    try:
+        return Corpus(ensure_s3_corpus(log=lambda m: print(m, flush=True)))
+    except WriterEnvError as error:
+        pytest.fail(f"the Iceberg Java S3 corpus is unavailable: {error}", pytrace=False)
+
+
+@dataclass(frozen=True)
+class JavaTablesOnS3:
+    """S3 corpus tables uploaded to a SeaweedFS, byte for byte, and registered in a catalog."""
+
+    server: SeaweedServer
+    corpus: Corpus
+    catalog: Any  # each table is db.<scenario> in it, at its current metadata file
+    names: list[str]  # the scenarios uploaded and registered
+    refused: dict[str, str]  # scenario -> the store's error for a file it would not take
+    files: int
+    bytes: int
+    upload_seconds: float
+
+
+@pytest.fixture(scope="session")
+def seaweed_plain_lake() -> Iterator[SeaweedServer]:
+    """A SeaweedFS whose bucket `lake` is a plain S3 bucket (its table bucket is `tables`).
+
+    For the S3 corpus in catalogs other than the REST one: SeaweedFS's table bucket refuses
+    Puffin files, so v3 deletion vectors can live only in a plain bucket.
+    """
+    server = SeaweedServer(bucket="tables", plain_buckets=("lake",))
+    try:
+        server.start()
+    except SeaweedUnavailable as error:
+        server.stop()
+        pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def java_tables_in_rest(seaweed: SeaweedServer, s3_corpus: Corpus) -> JavaTablesOnS3:
+    """The S3 corpus in SeaweedFS's table bucket `lake`, registered in its REST catalog as
+    db.<scenario>: every scenario whose files the table bucket takes (see corpus.s3_store).
+    Once per session: the keys are fixed (s3://lake/db/<scenario>), so no second copy fits."""
+    from pyiceberg.catalog import load_catalog
+
+    from corpus.s3_store import register_tables, upload_corpus
+
+    rest = load_catalog("seaweed-java", **seaweed.catalog_properties())
+    names, refused, files, size, seconds = [], {}, 0, 0, 0.0
+    for name in s3_corpus.scenarios:
+        try:
+            uploaded = upload_corpus(s3_corpus, seaweed.s3_filesystem(), rest, names=[name])
+        except OSError as error:
+            refused[name] = str(error)
+            continue
+        names.append(name)
+        files, size, seconds = (files + uploaded.files, size + uploaded.bytes,
+                                seconds + uploaded.seconds)
+    register_tables(s3_corpus, rest, "db", names)
+    return JavaTablesOnS3(seaweed, s3_corpus, rest, names, refused, files, size, seconds)
+
+
+@pytest.fixture(scope="session")
+def java_tables_in_sql(seaweed_plain_lake: SeaweedServer, s3_corpus: Corpus,
+                       tmp_path_factory: pytest.TempPathFactory) -> JavaTablesOnS3:
+    """Every S3 corpus table in a plain bucket `lake`, registered as db.<scenario> in
+    pyiceberg's SqlCatalog on SQLite."""
+    from pyiceberg.catalog import load_catalog
+
+    from corpus.s3_store import register_tables, upload_corpus
+
+    uploaded = upload_corpus(s3_corpus, seaweed_plain_lake.s3_filesystem())
+    database = tmp_path_factory.mktemp("java-sql") / "catalog.db"
+    sql = load_catalog("sqlite-java", type="sql", uri=f"sqlite:///{database}",
+                       warehouse="s3://lake/sqlite", **seaweed_plain_lake.file_io_properties())
+    names = list(s3_corpus.scenarios)
+    register_tables(s3_corpus, sql, "db", names)
+    return JavaTablesOnS3(seaweed_plain_lake, s3_corpus, sql, names, {}, uploaded.files,
+                          uploaded.bytes, uploaded.seconds)

@@ -1,11 +1,10 @@
 """Smoke tests of the object-store test servers and of the tables real writers put there.
 
 SeaweedFS serves S3 and an Iceberg REST catalog on loopback; pyiceberg writes through the
-REST catalog (and through SQL and Glue catalogs onto the same S3); Iceberg Java's corpus
-tables are relocated onto it with `rewrite_table_path` and registered. Each table is checked
-snapshot by snapshot against a truth its writer's reader did not produce (a plain-Python
-model for pyiceberg's histories, Iceberg Java's own read for the corpus), through pyiceberg
-and through meltwater reading s3:// directly.
+REST catalog (and through SQL and Glue catalogs onto the same S3). Each history is checked
+snapshot by snapshot against a plain-Python model its writer's reader did not produce,
+through pyiceberg and through meltwater reading s3:// directly. Iceberg Java's tables on
+S3 are test_s3_corpus.py's: the corpus written natively at s3:// locations.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from seaweed_server import listening_addresses
 import meltwater.stream
 from corpus.compare import assert_same_rows
 from corpus.pyiceberg_writer import History, write_history
-from corpus.relocate import relocate
 from meltwater.planner.metadata import load_table
 
 
@@ -62,45 +60,6 @@ def test_pyiceberg_through_glue_on_moto(glue_catalog, namespace, s3_env):
     location = glue_catalog.load_table(history.identifier).metadata_location
     glue_catalog.register_table((namespace, "again"), location)
     assert len(glue_catalog.load_table((namespace, "again")).snapshots()) == 10
-
-
-@pytest.mark.corpus
-@pytest.mark.parametrize("name", ["mor_partitioned", "position_deletes_with_rows"])
-def test_relocated_iceberg_java_table_reads_as_iceberg_java_did(
-        corpus, seaweed, rest_catalog, sqlite_catalog, namespace, s3_env, name):
-    """mor_partitioned: merge-on-read position deletes, a branch and a tag; both scenarios
-    need relocate.py's repair of position delete files Iceberg 1.10.2 fails to stage."""
-    from pyiceberg.table import StaticTable
-
-    scenario = corpus.scenarios[name]
-    relocated = relocate(scenario, rest_catalog, seaweed.s3_filesystem(),
-                         bucket=seaweed.bucket, namespace=namespace)
-    assert relocated.location == f"s3://lake/{namespace}/{name}"
-    assert relocated.repaired > 0
-    # SeaweedFS stores only the metadata location of a registered table: its loadTable
-    # then answers that location right but an empty `metadata` (no snapshots), so the
-    # table is read from the location it names.
-    assert rest_catalog.load_table((namespace, name)).metadata_location == \
-        relocated.metadata_location
-    by_location = StaticTable.from_metadata(relocated.metadata_location,
-                                            properties=seaweed.file_io_properties())
-    sqlite_catalog.create_namespace(namespace)
-    by_sql = sqlite_catalog.register_table((namespace, name), relocated.metadata_location)
-    ours = load_table(relocated.location)
-    assert ours.metadata_location == relocated.metadata_location
-    checked = 0
-    for snap in scenario.snapshots:
-        if snap.expired:
-            continue
-        truth = snap.rows()
-        what = f"{name} at {snap.snapshot_id} ({snap.label})"
-        for table in (by_location, by_sql):
-            assert_same_rows(table.scan(snapshot_id=snap.snapshot_id).to_arrow(), truth,
-                             f"pyiceberg: {what}")
-        rows = meltwater.stream.scan(ours, snapshot_id=snap.snapshot_id).read_all()
-        assert_same_rows(rows, truth, f"meltwater: {what}")
-        checked += 1
-    assert checked == len(scenario.snapshots)
 
 
 def test_vended_credentials_are_table_scoped_and_say_when_they_expire(seaweed_vending, namespace):

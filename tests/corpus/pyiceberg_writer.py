@@ -5,9 +5,9 @@
         step.snapshot_id, step.rows     # the table at that snapshot, from a plain-Python model
 
 The second real Iceberg writer for the object-store tests (Iceberg Java's histories come from
-the corpus, relocated by relocate.py). pyiceberg writes copy-on-write only, so its history
-has no delete files, but every kind of commit it makes: appends, a filtered overwrite, a
-dynamic partition overwrite, a delete and an upsert.
+the corpus written at s3:// locations, build.ensure_s3_corpus). pyiceberg writes
+copy-on-write only, so its history has no delete files, but every kind of commit it makes:
+appends, a filtered overwrite, a dynamic partition overwrite, a delete and an upsert.
 
 The expected rows are kept by a dict model keyed by `id`, updated by the same operation in
 plain Python, never by reading the table back, so a reader under test is compared with
