@@ -28,6 +28,8 @@ FIXTURE_MARKS = {
     "live_writer": "service",  # the live Iceberg Java writer (a JVM committing as asked)
     "seaweed": "objectstore",  # SeaweedFS: S3 and an Iceberg REST catalog on loopback
     "seaweed_vending": "objectstore",  # the same, vending table-scoped credentials
+    "seaweed_plain_lake": "objectstore",  # the same, its bucket `lake` a plain one
+    "s3_corpus": "corpus",  # the Iceberg Java corpus written at s3:// locations
 }
 
 # The object-store and catalog fixtures (tests/object_store_fixtures.py), for every test.

@@ -17,77 +17,26 @@ import pyarrow as pa
 import pytest
 
 import meltwater.stream
-from corpus.compare import _canonical, row_multiset
+from corpus.compare import (
+    META,
+    REMOVES,
+    _canonical,
+    assert_replays,
+    live_ranges,
+    row_multiset,
+    truth_as,
+)
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError
 from meltwater.planner.metadata import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
        "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
-META = ["_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",
-        "_commit_timestamp", "_row_id", "_last_updated_sequence_number"]
-REMOVES = {"DELETE", "UPDATE_BEFORE"}
-ADDS = {"INSERT", "UPDATE_AFTER"}
-
-
-def _truth_as(scenario, metadata, snapshot_id: int | None, target_schema) -> pa.Table:
-    """Iceberg Java's read at a snapshot, in the columns of `target_schema` (by field id)."""
-    names = [f.name for f in target_schema.fields]
-    if snapshot_id is None:
-        return pa.table({n: pa.array([], pa.null()) for n in names})
-    truth = scenario.snapshot(snapshot_id).rows()
-    source_schema = metadata.schema_for(metadata.snapshots.get(snapshot_id))
-    columns = {}
-    for field in target_schema.fields:
-        if source_schema.has_field(field.field_id):
-            name = source_schema.find_field(field.field_id).name
-            columns[field.name] = truth.column(name)
-        else:
-            columns[field.name] = pa.nulls(truth.num_rows)
-    return pa.table(columns)
-
-
-def _replay(start: pa.Table, changes: pa.Table, what: str) -> Counter:
-    state = row_multiset(start)
-    table_columns = [c for c in changes.column_names if c not in META]
-    rows = changes.to_pylist()
-    rows.sort(key=lambda r: (r["_change_ordinal"], r["_change_type"] not in REMOVES))
-    for row in rows:
-        key = tuple(_canonical(row[c]) for c in table_columns)
-        kind = row["_change_type"]
-        if kind in REMOVES:
-            assert state[key] > 0, f"{what}: {kind} of a row that did not exist: {row}"
-            state[key] -= 1
-            if not state[key]:
-                del state[key]
-        else:
-            assert kind in ADDS, kind
-            state[key] += 1
-    return state
-
-
 def _check_range(scenario, table, start_id, end_id, **options) -> pa.Table:
-    metadata = table.metadata
-    end_schema = metadata.schema_for(metadata.snapshot(end_id))
     changes = meltwater.stream.changes(table, from_snapshot_id=start_id,
                                        to_snapshot_id=end_id, **options).read_all()
-    what = f"{scenario.name} ({start_id}, {end_id}]"
-    replayed = _replay(_truth_as(scenario, metadata, start_id, end_schema), changes, what)
-    expected = row_multiset(_truth_as(scenario, metadata, end_id, end_schema))
-    if replayed != expected:
-        extra = list((replayed - expected).elements())[:3]
-        missing = list((expected - replayed).elements())[:3]
-        raise AssertionError(f"{what}: replay differs; extra {extra}; missing {missing}")
+    assert_replays(scenario, table.metadata, start_id, end_id, changes)
     return changes
-
-
-def _live_pairs(scenario, metadata):
-    for snap in scenario.snapshots:
-        if snap.expired or snap.snapshot_id not in metadata.snapshots:
-            continue
-        parent = snap.parent_id
-        if parent is None or parent in metadata.snapshots:
-            yield parent, snap.snapshot_id
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -95,7 +44,7 @@ def test_every_commit_replays_to_iceberg_javas_next_snapshot(corpus, name):
     scenario = corpus.scenarios[name]
     table = load_table(scenario.location)
     checked = 0
-    for parent, child in _live_pairs(scenario, table.metadata):
+    for parent, child in live_ranges(scenario, table.metadata):
         changes = _check_range(scenario, table, parent, child)
         _assert_no_carryover(changes, f"{name} at {child}")
         checked += 1
@@ -137,8 +86,8 @@ def test_net_changes_equal_the_multiset_difference(corpus):
         schema = metadata.schema_for(metadata.snapshot(end))
         net = meltwater.stream.changes(table, from_snapshot_id=start, to_snapshot_id=end,
                                        net=True, compute_updates=False).read_all()
-        before = row_multiset(_truth_as(scenario, metadata, start, schema))
-        after = row_multiset(_truth_as(scenario, metadata, end, schema))
+        before = row_multiset(truth_as(scenario, metadata, start, schema))
+        after = row_multiset(truth_as(scenario, metadata, end, schema))
         columns = [c for c in net.column_names if c not in META]
         removed, added = Counter(), Counter()
         for row in net.to_pylist():

@@ -38,8 +38,6 @@ from corpus.s3_store import stored_objects
 from corpus.writer_env import cache_root
 from meltwater.planner.metadata import load_table
 
-pytest_plugins = ["object_store_fixtures"]
-
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
        "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
@@ -73,7 +71,6 @@ def plain_env(seaweed_plain_lake, monkeypatch) -> dict[str, str]:
     return env
 
 
-@pytest.mark.corpus
 def test_local_bucket_file_system_answers_with_s3_paths_only(s3_corpus, tmp_path):
     """The FileSystem the S3 corpus was written with keeps s3://lake/K at ROOT/lake/K and
     answers every status, listing and glob with s3:// paths (corpus/s3check/)."""
@@ -87,7 +84,6 @@ def test_local_bucket_file_system_answers_with_s3_paths_only(s3_corpus, tmp_path
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
-@pytest.mark.corpus
 def test_s3_corpus_is_the_local_corpus_history_written_at_s3_locations(s3_corpus, corpus):
     """Same scenarios, same snapshots (labels, operations, row counts, delete files), but
     every table at s3://lake/db/<scenario>."""
@@ -107,7 +103,6 @@ def test_s3_corpus_is_the_local_corpus_history_written_at_s3_locations(s3_corpus
         assert history(ours) == history(local), name
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("name", ALL)
 def test_every_live_snapshot_reads_as_iceberg_java_read_it(java_tables_in_sql, plain_env,
                                                            name):
@@ -151,7 +146,6 @@ def _cli_scan(env: dict[str, str], out: Path, *args: str) -> pa.Table:
     return pq.read_table(out)
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("name", ALL)
 def test_cli_scans_the_s3_location(java_tables_in_sql, plain_env, tmp_path, name):
     """`meltwater scan s3://lake/db/<name>`: the current snapshot, and the oldest live one."""
@@ -165,7 +159,6 @@ def test_cli_scans_the_s3_location(java_tables_in_sql, plain_env, tmp_path, name
                      oldest.rows(), f"meltwater scan --snapshot {oldest.snapshot_id}")
 
 
-@pytest.mark.corpus
 @pytest.mark.parametrize("name", ALL)
 def test_rest_catalog_serves_what_its_table_bucket_takes(java_tables_in_rest, monkeypatch,
                                                          name):
@@ -233,7 +226,6 @@ def strings_in(key: str, data: bytes) -> Iterator[str]:
         raise AssertionError(f"a file of a kind this check cannot read: {key}")
 
 
-@pytest.mark.corpus
 def test_uploaded_objects_are_the_corpus_byte_for_byte_and_name_no_local_path(
         java_tables_in_sql):
     """Every object in the bucket is a corpus file under the same key with the same bytes;
