@@ -62,17 +62,24 @@ class Database(Protocol):
         ...
 
 
-def connect(url: str) -> Database:
-    """Open the database a sink URL names (see the module doc for the forms)."""
+def connect(url: str, *, dry_run: bool = False) -> Database:
+    """Open the database a sink URL names (see the module doc for the forms).
+
+    `dry_run`: whatever is done through the connection is undone, and nothing is created:
+    SQLite works on an in-memory copy of the file (empty when there is none yet, after
+    checking its folder could hold one), PostgreSQL in one transaction rolled back at
+    `close()`. What opening a sink checks can so be checked without changing anything
+    (`meltwater serve --check`)."""
     scheme = urlsplit(url).scheme.lower()
     if scheme in SQLITE_SCHEMES:
         from meltwater.sinks.sqlite_database import SqliteDatabase
 
-        return SqliteDatabase(sqlite_path(url))
+        path = sqlite_path(url)
+        return SqliteDatabase.copy_of(path) if dry_run else SqliteDatabase(path)
     if scheme in POSTGRES_SCHEMES:
         from meltwater.sinks.postgres_database import PostgresDatabase
 
-        return PostgresDatabase(postgres_conninfo(url))
+        return PostgresDatabase(postgres_conninfo(url), dry_run=dry_run)
     raise InvalidSinkUrlError(f"{redact_url(url)} is not a database URL (use sqlite:///abs/path.db "
                          "or postgresql://user@host:port/db)")
 

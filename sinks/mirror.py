@@ -105,13 +105,14 @@ class Mirror:
 
     def __init__(self, url: str, *, table: str, source: str | TableSource | Schema,
                  key_columns: Sequence[str] | None = None, pipeline: str | None = None,
-                 keep_dropped_columns: bool = False) -> None:
+                 keep_dropped_columns: bool = False, dry_run: bool = False) -> None:
         """Open (and create if needed) mirror table `table` in the database at `url`.
 
         `pipeline` names this stream of batches in the ledger (default: `table`); give each
         stream writing one database its own, and a new one when a stream restarts from a
         new checkpoint, since its batch ids start again from 0. `keep_dropped_columns`
         keeps the SQL column of a column dropped in Iceberg (see the module doc).
+        `dry_run` checks all of that and changes nothing (`sinks.database.connect`).
         """
         self.table = table
         self.pipeline = pipeline or table
@@ -119,7 +120,7 @@ class Mirror:
         self._key_names = list(key_columns) if key_columns else None
         self.keep_dropped_columns = keep_dropped_columns
         self._metadata: TableMetadata | None = None
-        self._db = connect(url)
+        self._db = connect(url, dry_run=dry_run)
         self.name = self._db.dialect
         try:
             self._ledger = Ledger(self._db, self.pipeline)

@@ -40,19 +40,23 @@ def ledger_name(name: str, checkpoint: str) -> str:
     return f"{name}@{digest}"
 
 
-def open_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
+def open_mirror(options: Mapping[str, Any], placement: SinkPlacement, *,
+                dry_run: bool = False) -> Any:
+    """The pipeline's mirror (`dry_run`: checked as opening it checks, nothing changed)."""
     from meltwater.sinks.base import open_sink
 
     return open_sink(options["url"], table=options["table"], source=placement.table,
                      key_columns=options.get("key"),
                      pipeline=ledger_name(placement.pipeline, placement.checkpoint),
-                     keep_dropped_columns=bool(options.get("keep-dropped-columns", False)))
+                     keep_dropped_columns=bool(options.get("keep-dropped-columns", False)),
+                     dry_run=dry_run)
 
 
 def check_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> None:
-    """Open the mirror once (connect, create or check its table, resolve the key): what can
-    fail there fails before the service starts."""
-    open_mirror(options, placement).close()
+    """Open the mirror as the service would (connect, check its table or that one can be
+    created, resolve the key) without creating or changing anything: what can fail there
+    fails before the service starts, and `serve --check` leaves no file behind."""
+    open_mirror(options, placement, dry_run=True).close()
 
 
 def stream_field_ids(table: str | TableSource, columns: Sequence[str]) -> dict[str, int]:

@@ -39,10 +39,17 @@ class PostgresDatabase:
     dialect = "postgresql"
     param = "%s"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, dry_run: bool = False) -> None:
+        """`dry_run`: everything runs in one transaction, rolled back at `close()` (the
+        `transaction()` blocks inside it are savepoints)."""
         self.where = redact_url(url)
+        self.dry_run = dry_run
+        self._outer: Any = None
         try:
             self._conn = psycopg.connect(url, autocommit=True)
+            if dry_run:  # one transaction around everything, always rolled back
+                self._outer = self._conn.transaction(force_rollback=True)
+                self._outer.__enter__()
         except psycopg.ProgrammingError as e:
             raise InvalidSinkUrlError(f"{self.where}: {_first_line(e)}") from e
         except psycopg.Error as e:
@@ -118,6 +125,9 @@ class PostgresDatabase:
             return cursor.rowcount
 
     def close(self) -> None:
+        if self._outer is not None and not self._conn.closed:
+            self._outer.__exit__(None, None, None)
+            self._outer = None
         self._conn.close()
 
 

@@ -10,9 +10,11 @@ copied into Python rows all at once beyond its column lists.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,8 +35,11 @@ class SqliteDatabase:
     dialect = "sqlite"
     param = "?"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, connection: sqlite3.Connection | None = None) -> None:
         self.path = path
+        if connection is not None:
+            self._conn = connection
+            return
         try:
             self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                          check_same_thread=False)
@@ -42,6 +47,35 @@ class SqliteDatabase:
                 self._conn.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as e:
             raise SinkUnavailableError(f"cannot open SQLite database {path}: {e}") from e
+
+    @classmethod
+    def copy_of(cls, path: str) -> SqliteDatabase:
+        """An in-memory copy of the database at `path` (SQLite's online backup, so a live
+        writer's WAL is included), or an empty one when there is no file yet and its
+        folder could hold one. Named `path` in messages; the file is never written."""
+        memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        if path == ":memory:":
+            return cls(path, connection=memory)
+        file = Path(path)
+        if not file.exists():
+            folder = file.parent
+            if not folder.is_dir():
+                raise SinkUnavailableError(f"cannot create SQLite database {path}: {folder} "
+                                           "is not a directory")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise SinkUnavailableError(f"cannot create SQLite database {path}: {folder} "
+                                           "is not writable")
+            return cls(path, connection=memory)
+        try:
+            source = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True,
+                                     timeout=BUSY_TIMEOUT_S)
+            try:
+                source.backup(memory)
+            finally:
+                source.close()
+        except sqlite3.Error as e:
+            raise SinkUnavailableError(f"cannot read SQLite database {path}: {e}") from e
+        return cls(path, connection=memory)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -167,3 +167,44 @@ def test_a_table_of_key_columns_only(database):
         mirror.apply(1, batch.set_column(batch.column_names.index("_change_type"),
                                          "_change_type", kinds))
     assert sorted(fetch(database, 'SELECT a, b FROM "k"')) == [(1, "y"), (2, "z")]
+
+
+def _tables(url: str) -> set[str]:
+    """The tables a database holds (SQLite file or PostgreSQL database)."""
+    if url.startswith("sqlite:"):
+        import sqlite3
+
+        with sqlite3.connect(sqlite_path(url)) as conn:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master "
+                                                "WHERE type = 'table'")}
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {r[0] for r in conn.execute("SELECT tablename FROM pg_tables "
+                                           "WHERE schemaname = 'public'")}
+
+
+def test_a_dry_run_checks_what_opening_checks_and_changes_nothing(tmp_path, pg_database):
+    """`dry_run=True` (serve --check): a bad key is refused as when opening for real, a good
+    one passes, and afterwards the database is as it was: no file, no table, no ledger."""
+    missing = tmp_path / "new.db"
+    for url in (f"sqlite://{missing}", pg_database):
+        before = set() if url.startswith("sqlite:") else _tables(url)
+        with pytest.raises(InvalidKeyColumnError):
+            Mirror(url, table="t", source=V1, key_columns=["nope"], dry_run=True)
+        Mirror(url, table="t", source=V1, dry_run=True).close()
+        if url.startswith("sqlite:"):
+            assert not missing.exists()
+        else:
+            assert _tables(url) == before
+    existing = tmp_path / "old.db"
+    with Mirror(f"sqlite://{existing}", table="t", source=V1) as real:
+        real.apply(0, inserts([{"id": 1, "name": "a"}]))
+    content = existing.read_bytes()
+    with pytest.raises(MirrorTableMismatchError):  # checked against the table that exists
+        Mirror(f"sqlite://{existing}", table="t", source=V2, key_columns=["name"],
+               dry_run=True)
+    Mirror(f"sqlite://{existing}", table="t", source=V2, dry_run=True).close()
+    assert existing.read_bytes() == content
+    with pytest.raises(SinkUnavailableError, match="is not a directory"):
+        Mirror(f"sqlite://{tmp_path}/no/dir/m.db", table="t", source=V1, dry_run=True)
