@@ -60,7 +60,7 @@ def referenced_data_file(delete: DataFile) -> str | None:
     if delete.referenced_data_file is not None:
         return delete.referenced_data_file
     if delete.content == FileContent.POSITION_DELETES:
-        lower = delete.lower_bounds.get(DELETE_FILE_PATH_ID)
+        lower: str | None = delete.lower_bounds.get(DELETE_FILE_PATH_ID)
         upper = delete.upper_bounds.get(DELETE_FILE_PATH_ID)
         if lower is not None and lower == upper:
             return lower
@@ -152,7 +152,8 @@ class DeleteFileIndex:
                 field_id)
             del_lower, del_upper = delete.lower_bounds.get(field_id), delete.upper_bounds.get(
                 field_id)
-            if None in (data_lower, data_upper, del_lower, del_upper):
+            if data_lower is None or data_upper is None or del_lower is None \
+                    or del_upper is None:
                 continue
             try:
                 if data_upper < del_lower or data_lower > del_upper:

@@ -42,7 +42,7 @@ class PyArrowFileIO:
         return {"options": self.options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["options"])
+        PyArrowFileIO.__init__(self, state["options"])
 
     def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
         """The filesystem for a location and the path inside it."""
@@ -61,7 +61,8 @@ class PyArrowFileIO:
             return fs, parsed.netloc.split("@")[0] + parsed.path
         return fs, parsed.netloc + parsed.path  # s3, gs: bucket/key
 
-    def _cached(self, key: tuple[str, str], make: Callable[[], pafs.FileSystem]):
+    def _cached(self, key: tuple[str, str],
+                make: Callable[[], pafs.FileSystem]) -> pafs.FileSystem:
         with self._lock:
             fs = self._filesystems.get(key)
             if fs is None:
@@ -84,7 +85,8 @@ class PyArrowFileIO:
         with self.open_input(location) as handle:
             if offset:
                 handle.seek(offset)
-            return handle.read() if length is None else handle.read(length)
+            data: bytes = handle.read() if length is None else handle.read(length)
+            return data
 
     def is_local(self, location: str) -> bool:
         """Whether a location is on this machine's filesystem: reading it waits on no network."""
@@ -92,7 +94,7 @@ class PyArrowFileIO:
 
     def exists(self, location: str) -> bool:
         fs, path = self.resolve(location)
-        return fs.get_file_info(path).type != pafs.FileType.NotFound
+        return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
     def list_dir(self, location: str) -> list[str]:
         fs, path = self.resolve(location)

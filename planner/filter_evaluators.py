@@ -8,7 +8,6 @@ partition columns. This module joins the two, so neither needs the other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from meltwater.planner.errors import FilterError
 from meltwater.planner.evaluators import (
@@ -19,7 +18,11 @@ from meltwater.planner.evaluators import (
 from meltwater.planner.expressions import Expression, bind
 from meltwater.planner.files import DataFile, ManifestFile
 from meltwater.planner.partitioning import PartitionSpec
-from meltwater.planner.projections import inclusive_projection, residual_evaluator
+from meltwater.planner.projections import (
+    ResidualEvaluator,
+    inclusive_projection,
+    residual_evaluator,
+)
 from meltwater.planner.types import Schema
 
 
@@ -49,7 +52,7 @@ class FilterEvaluators:
         self._partition_filters: dict[int, Expression] = {}
         self._manifest: dict[int, ManifestEvaluator] = {}
         self._partition: dict[int, PartitionEvaluator] = {}
-        self._residual: dict[int, Any] = {}
+        self._residual: dict[int, ResidualEvaluator] = {}
         self._metrics: InclusiveMetricsEvaluator | None = None
 
     def _spec(self, spec_id: int) -> PartitionSpec:
@@ -78,7 +81,7 @@ class FilterEvaluators:
                                                           self.partition_filter(spec_id))
         return self._partition[spec_id]
 
-    def residual_evaluator(self, spec_id: int) -> Any:
+    def residual_evaluator(self, spec_id: int) -> ResidualEvaluator:
         """A `projections.ResidualEvaluator` for spec `spec_id`."""
         if spec_id not in self._residual:
             self._residual[spec_id] = residual_evaluator(

@@ -87,7 +87,7 @@ class Token:
 
 def tokenize(text: str) -> list[Token]:
     """Split a filter into tokens; FilterError at the first character that starts none."""
-    tokens = []
+    tokens: list[Token] = []
     pos = 0
     while pos < len(text):
         match = _TOKEN.match(text, pos)
@@ -97,6 +97,7 @@ def tokenize(text: str) -> list[Token]:
                                   f"starting at position {pos}")
             raise FilterError(f"filter: unexpected character {text[pos]!r} at position {pos}")
         kind = match.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind in ("backtick", "dquote"):
             kind = "quoted"
         if kind != "space":

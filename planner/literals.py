@@ -93,7 +93,8 @@ def to_string(value: Any, type_: PrimitiveType) -> str:
         return "null"
     kind = type_.kind
     if kind in ("date", "time"):
-        return to_python(value, type_).isoformat()
+        moment: dt.date | dt.time = to_python(value, type_)
+        return moment.isoformat()
     if kind in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
         nanos = value if kind.endswith("_ns") else value * NANOS_PER_MICRO
         seconds, frac = divmod(nanos, 1_000_000_000)
@@ -104,7 +105,8 @@ def to_string(value: Any, type_: PrimitiveType) -> str:
             text += "." + str(frac // scale).rjust(digits, "0")
         return text + ("+00:00" if kind.startswith("timestamptz") else "")
     if kind in ("fixed", "binary"):
-        return value.hex()
+        data: bytes = value
+        return data.hex()
     return str(value)
 
 
@@ -172,6 +174,8 @@ def rescale_decimal(value: Decimal, scale: int, precision: int | None = None) ->
     context's default 28-digit rounding.
     """
     sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):  # "n", "N", "F": NaN, signaling NaN, infinity
+        raise ValueError(f"{value} is not a finite decimal")
     unscaled = int("".join(map(str, digits)) or "0")
     shift = exponent + scale
     if shift >= 0:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from meltwater.planner.delete_index import DeleteFileIndex
 from meltwater.planner.evaluators import ManifestEvaluator
@@ -151,7 +152,7 @@ class ManifestGroup:
         self._whole_filter = any(getattr(p, "op", None) in _NULL_SENSITIVE
                                  for p in predicates(rewrite_not(row_filter)))
 
-    def _residual(self, spec_id: int, partition: tuple) -> Expression:
+    def _residual(self, spec_id: int, partition: tuple[Any, ...]) -> Expression:
         if self.ignore_residuals or not self._filtered:
             return TRUE
         if self._whole_filter:
@@ -183,7 +184,7 @@ class ManifestGroup:
             self._partition_checks[spec_id] = allows
         return allows(manifest)
 
-    def _matching_manifests(self, manifests: Iterable[ManifestFile]):
+    def _matching_manifests(self, manifests: Iterable[ManifestFile]) -> Iterator[ManifestFile]:
         for manifest in manifests:
             if not self._may_hold_wanted_statuses(manifest):
                 self.stats.add(manifests_skipped_by_counts=1)
@@ -232,7 +233,9 @@ class ManifestGroup:
             return True
         return self._evaluators.metrics_evaluator.may_match(entry.file)
 
-    def _map_manifests(self, manifests: list[ManifestFile], work: Callable[[ManifestFile], list]):
+    def _map_manifests(self, manifests: list[ManifestFile],
+                       work: Callable[[ManifestFile], list[ManifestEntry]],
+                       ) -> list[list[ManifestEntry]]:
         """Apply `work` to each manifest, on a thread pool when reads wait on a network.
 
         Threads overlap the round trips of object stores. Decoding holds the GIL, so on a

@@ -31,7 +31,7 @@ from meltwater.planner.partitioning import (
     parse_spec,
     parse_v1_spec,
 )
-from meltwater.planner.types import IcebergType, Schema, child_fields, parse_schema
+from meltwater.planner.types import IcebergType, NestedField, Schema, child_fields, parse_schema
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 
@@ -154,7 +154,7 @@ class TableMetadata:
         """Every field id ever used, with its newest type: decodes bounds of any file."""
         types: dict[int, IcebergType] = {}
 
-        def visit(fields) -> None:
+        def visit(fields: tuple[NestedField, ...]) -> None:
             for f in fields:
                 types[f.field_id] = f.type
                 visit(child_fields(f.type))

@@ -24,7 +24,7 @@ from meltwater.planner.expressions import (
 )
 from meltwater.planner.files import partition_key
 from meltwater.planner.partitioning import PartitionSpec
-from meltwater.planner.types import PrimitiveType, Schema
+from meltwater.planner.types import IcebergType, PrimitiveType, Schema
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
 
@@ -67,7 +67,8 @@ class PartitionSet:
         return _any_of([_equal_to(spec, types, partition) for partition in members.values()])
 
 
-def _equal_to(spec: PartitionSpec, types: list, partition: tuple[Any, ...]) -> Expression:
+def _equal_to(spec: PartitionSpec, types: list[IcebergType],
+              partition: tuple[Any, ...]) -> Expression:
     """The partition equals `partition`: each field equal to its value, null or NaN."""
     if len(partition) != len(spec.fields):
         return TRUE  # a tuple not of this spec's shape: nothing can be ruled out

@@ -217,8 +217,13 @@ class TruncateTransform(Transform):
         if isinstance(value, (str, bytes)):
             return value[:width]
         if isinstance(value, Decimal):
-            scale = (self.source_type.scale if self.source_type is not None
-                     else -value.as_tuple().exponent)
+            exponent = value.as_tuple().exponent
+            if self.source_type is not None:
+                scale = self.source_type.scale
+            elif isinstance(exponent, int):
+                scale = -exponent
+            else:  # "n", "N", "F": NaN, signaling NaN, infinity
+                raise ValueError(f"{value} is not a finite decimal")
             unscaled = decimal_unscaled(value, scale)
             return decimal_from_unscaled(unscaled - unscaled % width, scale)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -70,15 +70,21 @@ class PrimitiveType(IcebergType):
 
     @property
     def precision(self) -> int:
-        return int(_DECIMAL.fullmatch(self.name).group(1))
+        return self._parameter(_DECIMAL, 1, "precision")
 
     @property
     def scale(self) -> int:
-        return int(_DECIMAL.fullmatch(self.name).group(2))
+        return self._parameter(_DECIMAL, 2, "scale")
 
     @property
     def length(self) -> int:
-        return int(_FIXED.fullmatch(self.name).group(1))
+        return self._parameter(_FIXED, 1, "length")
+
+    def _parameter(self, pattern: re.Pattern[str], group: int, what: str) -> int:
+        match = pattern.fullmatch(self.name)
+        if match is None:
+            raise SchemaError(f"type {self.name} has no {what}")
+        return int(match.group(group))
 
     def __str__(self) -> str:
         return self.name
