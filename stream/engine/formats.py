@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # A selection of a file's columns, mirroring its Arrow schema: for each wanted top-level
 # field index, either True (the whole subtree) or the wanted child indices, recursively.
-Selection = dict[int, "bool | Selection"]
+Selection = dict[int, "Literal[True] | Selection"]
 
 
 # -- reading files ------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def _parquet_leaf_paths(file: Any, schema: pa.Schema, selection: Selection) -> l
             return 1
         return sum(count(type_.field(i).type) for i in range(type_.num_fields))
 
-    def visit(type_: pa.DataType, wanted: bool | Selection, first: int) -> None:
+    def visit(type_: pa.DataType, wanted: Literal[True] | Selection, first: int) -> None:
         if wanted is True or type_.num_fields == 0:
             leaves.extend(range(first, first + count(type_)))
             return
@@ -237,9 +237,12 @@ class AvroSource(FileSource):
         try:
             with io.open_input(path) as handle:
                 header = fastavro.reader(handle)
-                self._avro_schema = header.writer_schema
+                schema = header.writer_schema
         except (OSError, ValueError, EOFError) as error:
             raise UnreadableFileError(f"{path}: not a readable Avro file ({error})") from error
+        if not isinstance(schema, dict) or "fields" not in schema:
+            raise UnreadableFileError(f"{path}: the Avro schema is not a record of columns")
+        self._avro_schema = schema
         self.schema = pa.schema(_avro_fields(self._avro_schema))
 
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
@@ -256,7 +259,7 @@ class AvroSource(FileSource):
         try:
             with self._io.open_input(self.path) as handle:
                 for record in fastavro.reader(handle):
-                    chunk.append(record)
+                    chunk.append(cast(dict[str, Any], record))  # the schema is a record
                     if len(chunk) == batch_size:
                         yield position, _avro_batch(chunk, schema, convert)
                         position += len(chunk)
@@ -334,9 +337,9 @@ def _avro_converter(type_: pa.DataType) -> Callable[[Any], Any] | None:
     or None when nothing needs converting (most schemas): UUIDs decode to `uuid.UUID`,
     non-string-keyed maps to lists of {key, value} records."""
     if pa.types.is_struct(type_):
-        children = [(type_.field(i).name, _avro_converter(type_.field(i).type))
-                    for i in range(type_.num_fields)]
-        children = [(n, c) for n, c in children if c is not None]
+        converters = [(type_.field(i).name, _avro_converter(type_.field(i).type))
+                      for i in range(type_.num_fields)]
+        children = [(n, c) for n, c in converters if c is not None]
         if not children:
             return None
 
@@ -385,7 +388,9 @@ def without_extensions(schema: pa.Schema) -> pa.Schema:
     return pa.schema([plain(f) for f in schema], metadata=schema.metadata)
 
 
-_SOURCES: dict[str, type[FileSource]] = {
+# Each opens a file as `(path, io)`; FileSource subclasses built otherwise (bulk_scan's) are
+# not openers.
+_SOURCES: dict[str, Callable[[str, FileIO], FileSource]] = {
     "PARQUET": ParquetSource, "ORC": OrcSource, "AVRO": AvroSource,
 }
 

@@ -135,8 +135,8 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
         scan.snapshot  # noqa: B018  (resolves now: an unknown snapshot fails at load time)
         return ResolvedRead(table, scan=scan)
     if is_change_read(options):
-        read = change_read(options)
-        request, rows = read.range, read.rows
+        change = change_read(options)
+        request, rows = change.range, change.rows
     else:
         # A stream (only streaming options given): its schema is the current snapshot's,
         # and resolving its history here would fail on expired snapshots it never reads.

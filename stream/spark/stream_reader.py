@@ -46,7 +46,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -82,7 +82,7 @@ def _unfit_for_stream(what: str) -> StreamError:
 class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The change feed of the table in `options`, in the Spark schema `schema`."""
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = dict(options)
         self.schema = schema
         self.read_options = stream_read(self.options)  # fail early on a bad option
