@@ -119,7 +119,7 @@ class Mirror:
         self.keep_dropped_columns = keep_dropped_columns
         self._metadata: TableMetadata | None = None
         self._db = connect(url)
-        self.name = self._db.dialect
+        self.name: str = self._db.dialect
         try:
             self._ledger = Ledger(self._db, self.pipeline)
             self._record = ColumnRecord(self._db, table)

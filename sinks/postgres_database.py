@@ -24,7 +24,7 @@ import pyarrow.csv as pacsv
 
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import InvalidSinkUrlError, SinkError, SinkUnavailableError
-from meltwater.sinks.sql_schema import Column, quote, quote_table
+from meltwater.sinks.sql_schema import Column, Dialect, quote, quote_table
 from meltwater.sinks.sql_values import postgres_text
 
 COPY_SLICE_ROWS = 65_536
@@ -36,7 +36,7 @@ DELETE_STAGE = "meltwater_delete_stage"
 class PostgresDatabase:
     """A `Database` on a PostgreSQL server."""
 
-    dialect = "postgresql"
+    dialect: Dialect = "postgresql"
     param = "%s"
 
     def __init__(self, url: str) -> None:

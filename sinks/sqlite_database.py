@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from meltwater.sinks.errors import SinkError, SinkUnavailableError
-from meltwater.sinks.sql_schema import Column, quote, quote_table
+from meltwater.sinks.sql_schema import Column, Dialect, quote, quote_table
 from meltwater.sinks.sql_values import sqlite_values
 
 BUSY_TIMEOUT_S = 60.0
@@ -30,7 +30,7 @@ SQLITE_ERROR = 1
 class SqliteDatabase:
     """A `Database` on a SQLite file (or `:memory:`)."""
 
-    dialect = "sqlite"
+    dialect: Dialect = "sqlite"
     param = "?"
 
     def __init__(self, path: str) -> None:
