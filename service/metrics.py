@@ -117,7 +117,9 @@ class StatusServer:
         self.health = health
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
-        self.host, self.port = self.server.server_address[:2]
+        address, self.port = self.server.server_address[:2]
+        # Typed str | bytes (socketserver allows either); an AF_INET socket reports a str.
+        self.host = address if isinstance(address, str) else bytes(address).decode()
         self._thread = threading.Thread(target=self.server.serve_forever, name="meltwater-http",
                                         daemon=True)
 
