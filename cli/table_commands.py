@@ -121,7 +121,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     planned = plan(load_table(args.table), **_plan_args(args))
     scan = planned.scan
     snapshot = scan.snapshot
-    report = {
+    report: dict[str, Any] = {
         "snapshot_id": snapshot.snapshot_id if snapshot else None,
         "schema_id": scan.schema.schema_id,
         "filter": str(scan.bound_filter),

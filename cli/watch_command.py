@@ -62,7 +62,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         except (KeyboardInterrupt, Terminated):
             return 0
         except BrokenPipeError:  # the reader of our output went away: we are done too
-            sys.stdout = None  # type: ignore[assignment]  # nothing left to flush at exit
+            sys.stdout = None  # nothing left to flush at exit
             return 0
 
 
