@@ -105,9 +105,9 @@ def compile_expression(expr: Expression,
     `allow_not=False` and receive expressions already through `rewrite_not`.
     """
     if isinstance(expr, AlwaysTrue):
-        return lambda *args: True
+        return lambda *_: True
     if isinstance(expr, AlwaysFalse):
-        return lambda *args: False
+        return lambda *_: False
     if isinstance(expr, And):
         left = compile_expression(expr.left, leaf, allow_not)
         right = compile_expression(expr.right, leaf, allow_not)
@@ -235,7 +235,7 @@ def _summary_check(pred: BoundPredicate) -> Callable[[PartitionFieldSummary], bo
     if op == Op.NOT_NAN:
         return lambda s: not (s.contains_nan and not s.contains_null and s.lower_bound is None)
     if op in (Op.NOT_EQ, Op.NOT_IN):
-        return lambda s: ROWS_MIGHT_MATCH
+        return lambda _s: ROWS_MIGHT_MATCH
 
     def lower_of(s: PartitionFieldSummary) -> Any:
         return None if _is_nan(s.lower_bound) else s.lower_bound
@@ -384,7 +384,7 @@ def _metrics_check(pred: BoundPredicate) -> Callable[[DataFile], bool]:
         return lambda f: not nans_only(f)
     if op in (Op.NOT_EQ, Op.NOT_IN):
         # bounds need not be values in the column, so they cannot prove all rows equal
-        return lambda f: ROWS_MIGHT_MATCH
+        return lambda _f: ROWS_MIGHT_MATCH
     if op == Op.IN:
         values = pred.literals
 

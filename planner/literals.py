@@ -119,7 +119,7 @@ def _reject_bool(value: Any, type_: PrimitiveType) -> None:
         raise TypeError(f"a boolean is not a {type_} value")
 
 
-def _to_boolean(value: Any, type_: PrimitiveType) -> bool:
+def _to_boolean(value: Any, _type: PrimitiveType) -> bool:
     if isinstance(value, bool):
         return value
     raise TypeError(f"{type(value).__name__} is not a boolean value")
@@ -303,13 +303,13 @@ def _to_timestamp(value: Any, type_: PrimitiveType) -> int:
 # -- strings, uuids, bytes ---------------------------------------------------------------------
 
 
-def _to_string(value: Any, type_: PrimitiveType) -> str:
+def _to_string(value: Any, _type: PrimitiveType) -> str:
     if isinstance(value, str):
         return value
     raise TypeError(f"{type(value).__name__} is not a string value")
 
 
-def _to_uuid(value: Any, type_: PrimitiveType) -> uuid.UUID:
+def _to_uuid(value: Any, _type: PrimitiveType) -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, str):

@@ -119,10 +119,10 @@ class IdentityTransform(Transform):
 class VoidTransform(Transform):
     """Always null: what v1 tables leave where a partition field was dropped."""
 
-    def can_transform(self, source_type: PrimitiveType) -> bool:
+    def can_transform(self, _source_type: PrimitiveType) -> bool:
         return True
 
-    def apply(self, value: Any) -> Any:
+    def apply(self, _value: Any) -> Any:
         return None
 
     def __str__(self) -> str:
@@ -136,13 +136,13 @@ class UnknownTransform(Transform):
         super().__init__(source_type)
         self.name = name
 
-    def can_transform(self, source_type: PrimitiveType) -> bool:
+    def can_transform(self, _source_type: PrimitiveType) -> bool:
         return True
 
-    def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+    def result_type(self, _source_type: PrimitiveType) -> PrimitiveType:
         return PrimitiveType("unknown")
 
-    def _apply(self, value: Any) -> Any:
+    def _apply(self, _value: Any) -> Any:
         raise ValueError(f"unknown partition transform {self.name!r}")
 
     def __str__(self) -> str:
@@ -161,7 +161,7 @@ class BucketTransform(Transform):
     def can_transform(self, source_type: PrimitiveType) -> bool:
         return source_type.kind in _BUCKET_KINDS
 
-    def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+    def result_type(self, _source_type: PrimitiveType) -> PrimitiveType:
         return INT
 
     def _apply(self, value: Any) -> int:
@@ -244,7 +244,7 @@ class TimeTransform(Transform):
         kind = source_type.kind
         return kind in _TIMESTAMP_KINDS or (kind == "date" and self.unit != "hour")
 
-    def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+    def result_type(self, _source_type: PrimitiveType) -> PrimitiveType:
         return DATE if self.unit == "day" else INT
 
     def _apply(self, value: int) -> int:
