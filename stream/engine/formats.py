@@ -210,8 +210,9 @@ class OrcSource(FileSource):
         except (OSError, pa.ArrowException) as error:
             raise UnreadableFileError(f"{path}: not a readable ORC file ({error})") from error
 
+    # `rows` is FileSource.batches' hint, passed by keyword: an ORC file is read whole.
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
-                length: int | None = None, rows: Sequence[int] | None = None,
+                length: int | None = None, rows: Sequence[int] | None = None,  # noqa: ARG002
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
         if length is not None and start > 0:
             # pyarrow exposes no stripe offsets; the planner only splits Parquet files.
@@ -245,8 +246,9 @@ class AvroSource(FileSource):
         self._avro_schema = schema
         self.schema = pa.schema(_avro_fields(self._avro_schema))
 
+    # `rows` is FileSource.batches' hint, passed by keyword: an Avro file is read whole.
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
-                length: int | None = None, rows: Sequence[int] | None = None,
+                length: int | None = None, rows: Sequence[int] | None = None,  # noqa: ARG002
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
         import fastavro
 

@@ -98,7 +98,7 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
                     if stop.is_set():
                         return
                     out.put(_project(batch, names))
-        except BaseException as error:  # handed to the consumer, which re-raises it
+        except BaseException as error:  # noqa: BLE001  (handed to the consumer, re-raised there)
             out.put(error)
         finally:
             out.put(_DONE)
