@@ -110,7 +110,7 @@ class StatusServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, _format: str, *_args: Any) -> None:
                 return  # access logs would drown the service's own
 
         self.metrics = metrics
