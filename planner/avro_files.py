@@ -1,4 +1,4 @@
-"""Avro object container files (manifests, manifest lists), decoded by fastavro a block at a time.
+r"""Avro object container files (manifests, manifest lists), decoded by fastavro a block at a time.
 
 Two costs of `fastavro.reader` weigh on Iceberg metadata:
 
@@ -10,7 +10,7 @@ Two costs of `fastavro.reader` weigh on Iceberg metadata:
   block's inflated bytes first and decode only blocks that may hold them
   (`AvroFile.blocks`, then `records`).
 
-The container framing is the spec's ("Object Container Files"): the magic `Obj\\x01`, a
+The container framing is the spec's ("Object Container Files"): the magic `Obj\x01`, a
 metadata map, a 16-byte sync marker, then blocks of (record count, byte size, data, sync
 marker). A block's data is `count` records back to back, which is also how the spec encodes
 an array block, so fastavro decodes a whole block in one call, as an array of the record

@@ -86,6 +86,7 @@ class DeleteFileIndex:
             self.add(ref)
 
     def add(self, ref: DeleteFileRef) -> None:
+        """Index one live delete file under its partition, referenced data file or as global."""
         delete = ref.file
         self.size += 1
         spec = self._specs.get(delete.spec_id)
@@ -109,9 +110,12 @@ class DeleteFileIndex:
             self._pos_by_partition[partition_key].add(ref)
 
     def is_empty(self) -> bool:
+        """Whether no delete file was added: then no data file has deletes to apply."""
         return self.size == 0
 
     def for_data_file(self, data_seq: int, data_file: DataFile) -> tuple[DeleteFileRef, ...]:
+        """The delete files that apply to a data file of sequence number `data_seq`, by the
+        spec's rules (see the module doc)."""
         path = data_file.file_path
         dv = self._dv_by_file.get(path)
         if dv is not None and dv.sequence_number >= data_seq:

@@ -142,6 +142,7 @@ class RowEvaluator:
         return lambda row: test(row.get(field_id))
 
     def eval(self, row: Mapping[int, Any]) -> bool:
+        """Whether a row (field id -> internal value) matches the expression."""
         return self._eval(row)
 
 
@@ -168,6 +169,7 @@ class PartitionEvaluator:
         return lambda part: test(part[pos] if pos < len(part) else None)
 
     def eval(self, partition: tuple[Any, ...]) -> bool:
+        """Whether a partition tuple (in the spec's field order) matches the expression."""
         return self._eval(partition)
 
 
@@ -191,6 +193,8 @@ class ManifestEvaluator:
         self._eval = compile_expression(self.expr, self._leaf, allow_not=False)
 
     def may_match(self, manifest: ManifestFile) -> bool:
+        """Whether the manifest's partition summaries leave room for a match; a manifest without
+        summaries may always match."""
         summaries = manifest.partitions
         if not summaries:
             return ROWS_MIGHT_MATCH
@@ -325,6 +329,9 @@ class InclusiveMetricsEvaluator:
 
     def may_match(self, file: DataFile, file_field_ids: frozenset[int] | set[int] | None = None
                   ) -> bool:
+        """Whether the file's column metrics leave room for a matching row; `file_field_ids`,
+        when given, are the columns the data file has (one it lacks reads as nulls, or as
+        its initial default)."""
         if file.record_count == 0:
             return ROWS_CANNOT_MATCH
         if file.record_count < 0:  # imported Avro files without a count

@@ -19,12 +19,18 @@ from meltwater.planner.errors import NoSuchFileError
 
 
 class FileIO(Protocol):
+    """What the planner and the readers need of storage; `PyArrowFileIO` is the implementation,
+    tests may pass their own."""
+
     def open_input(self, location: str) -> Any:
         """A random-access readable file (a pyarrow NativeFile)."""
 
-    def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes: ...
+    def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
+        """The bytes of a file, or `length` of them from `offset`; NoSuchFileError if it is
+        absent."""
 
-    def exists(self, location: str) -> bool: ...
+    def exists(self, location: str) -> bool:
+        """Whether a file exists at the location."""
 
     def list_dir(self, location: str) -> list[str]:
         """Full locations of the files directly inside a directory."""
@@ -70,6 +76,7 @@ class PyArrowFileIO:
             return fs
 
     def open_input(self, location: str) -> Any:
+        """A random-access readable file (a pyarrow NativeFile); NoSuchFileError if it is absent."""
         fs, path = self.resolve(location)
         try:
             return fs.open_input_file(path)
@@ -82,6 +89,8 @@ class PyArrowFileIO:
             raise
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
+        """The bytes of a file, or `length` of them from `offset`; NoSuchFileError if it is
+        absent."""
         with self.open_input(location) as handle:
             if offset:
                 handle.seek(offset)
@@ -93,10 +102,12 @@ class PyArrowFileIO:
         return isinstance(self.resolve(location)[0], pafs.LocalFileSystem)
 
     def exists(self, location: str) -> bool:
+        """Whether a file exists at the location."""
         fs, path = self.resolve(location)
         return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
     def list_dir(self, location: str) -> list[str]:
+        """Full locations of the files directly inside a directory; none if it is absent."""
         fs, path = self.resolve(location)
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         prefix = location.rstrip("/")

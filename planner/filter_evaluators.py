@@ -70,12 +70,14 @@ class FilterEvaluators:
         return self._partition_filters[spec_id]
 
     def manifest_evaluator(self, spec_id: int) -> ManifestEvaluator:
+        """The evaluator pruning manifests of spec `spec_id` by their partition summaries."""
         if spec_id not in self._manifest:
             self._manifest[spec_id] = ManifestEvaluator(self._spec(spec_id),
                                                         self.partition_filter(spec_id))
         return self._manifest[spec_id]
 
     def partition_evaluator(self, spec_id: int) -> PartitionEvaluator:
+        """The evaluator pruning files of spec `spec_id` by their partition tuples."""
         if spec_id not in self._partition:
             self._partition[spec_id] = PartitionEvaluator(self._spec(spec_id),
                                                           self.partition_filter(spec_id))
@@ -90,6 +92,7 @@ class FilterEvaluators:
 
     @property
     def metrics_evaluator(self) -> InclusiveMetricsEvaluator:
+        """The evaluator pruning files by their column metrics (one for every spec)."""
         if self._metrics is None:
             self._metrics = InclusiveMetricsEvaluator(self.schema, self.row_filter,
                                                       self.case_sensitive)

@@ -72,6 +72,8 @@ _TYPED_LITERALS = ("date", "time", "timestamp", "timestamptz", "timestamp_ntz",
 
 @dataclass(frozen=True)
 class Token:
+    """One token of a filter's text, with its position for error messages."""
+
     kind: str  # number, string, name, quoted (an escaped identifier), op, punct, end
     text: str  # the source text
     pos: int
@@ -82,6 +84,7 @@ class Token:
         return self.text.lower() if self.kind == "name" else ""
 
     def describe(self) -> str:
+        """The token as an error message names it."""
         return "end of input" if self.kind == "end" else repr(self.text)
 
 

@@ -126,6 +126,8 @@ class IncrementalPlanner:
 
     def plan_commit(self, snapshot: Snapshot, ordinal: int, *,
                     appends_only: bool = False) -> CommitChanges:
+        """The change tasks of one commit (`ordinal`: its place in the range); with
+        `appends_only`, only the files an append added."""
         commit = ChangeCommit(ordinal, snapshot.snapshot_id, snapshot.sequence_number,
                               snapshot.timestamp_ms, snapshot.operation)
         if snapshot.operation in NO_CHANGE_OPERATIONS or (

@@ -78,15 +78,19 @@ class PlanStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
+        """Add to counters by name; thread-safe, as manifests are read in parallel."""
         with self._lock:
             for name, value in counts.items():
                 setattr(self, name, getattr(self, name) + value)
 
     def as_dict(self) -> dict[str, int]:
+        """The counters by name, as `meltwater plan` and the benchmarks report them."""
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
 
 def default_workers() -> int:
+    """Threads for reading manifests from object stores: a few more than cores, as they wait on
+    the network."""
     return min(8, (os.cpu_count() or 2) + 2)
 
 

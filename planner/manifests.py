@@ -51,7 +51,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _partition_value(value: Any, type_: IcebergType | None) -> Any:
-    """fastavro applies Avro logical types; turn its objects back into internal values."""
+    """Turn the objects fastavro makes of Avro logical types back into internal values."""
     if value is None:
         return None
     if isinstance(value, dt.datetime):
@@ -330,6 +330,8 @@ class ManifestCache:
 
     def get(self, key: object, load: Callable[[], tuple[ManifestEntry, ...]],
             ) -> tuple[ManifestEntry, ...]:
+        """The entries of `key`, from the cache or from `load` (called outside the lock, so reads
+        overlap)."""
         with self._lock:
             found = self._found(key)
             if found is not None:
@@ -359,6 +361,7 @@ class ManifestCache:
             return count
 
     def clear(self) -> None:
+        """Drop every cached manifest and reset the size count."""
         with self._lock:
             self._items.clear()
             self._partial_reads.clear()
@@ -386,6 +389,8 @@ class ManifestReader:
         self._decoder = _Decoder(metadata)
 
     def manifest_list(self, snapshot: Snapshot) -> list[ManifestFile]:
+        """The manifests a snapshot lists; UnsupportedFeatureError for a v1 snapshot without a
+        manifest list."""
         if snapshot.manifest_list is None:
             raise UnsupportedFeatureError(
                 f"snapshot {snapshot.snapshot_id} lists manifests inline (format v1 without a "

@@ -38,6 +38,8 @@ SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 
 @dataclass(frozen=True)
 class Snapshot:
+    """One commit of a table, as its metadata file records it."""
+
     snapshot_id: int
     parent_id: int | None
     sequence_number: int
@@ -51,11 +53,14 @@ class Snapshot:
 
     @property
     def operation(self) -> str:
+        """What the commit did (`append`, `overwrite`, `delete`, `replace`); empty if unrecorded."""
         return self.summary.get("operation", "")
 
 
 @dataclass(frozen=True)
 class SnapshotRef:
+    """A named branch or tag and the snapshot it points to."""
+
     name: str
     snapshot_id: int
     type: str  # branch or tag
@@ -63,12 +68,16 @@ class SnapshotRef:
 
 @dataclass(frozen=True)
 class SnapshotLogEntry:
+    """When a snapshot became the table's current one."""
+
     timestamp_ms: int
     snapshot_id: int
 
 
 @dataclass(frozen=True)
 class TableMetadata:
+    """A table's metadata file, parsed: schemas, specs, snapshots, refs and properties."""
+
     format_version: int
     table_uuid: str | None
     location: str
@@ -91,19 +100,23 @@ class TableMetadata:
 
     @property
     def schema(self) -> Schema:
+        """The table's current schema."""
         return self.schemas[self.current_schema_id]
 
     @property
     def spec(self) -> PartitionSpec:
+        """The partition spec new data is written with."""
         return self.specs[self.default_spec_id]
 
     @property
     def current_snapshot(self) -> Snapshot | None:
+        """The snapshot the table's main branch points at; None for an empty table."""
         if self.current_snapshot_id is None:
             return None
         return self.snapshots.get(self.current_snapshot_id)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
+        """The snapshot with this id; NoSuchSnapshotError if it expired or never existed."""
         try:
             return self.snapshots[snapshot_id]
         except KeyError:
@@ -112,6 +125,7 @@ class TableMetadata:
                 "(expired or never committed)") from None
 
     def snapshot_for_ref(self, name: str) -> Snapshot:
+        """The snapshot a branch or tag points at; NoSuchSnapshotError naming the refs there are."""
         ref = self.refs.get(name)
         if ref is None:
             known = ", ".join(sorted(self.refs)) or "none"
@@ -354,6 +368,8 @@ def find_metadata_location(location: str, io: FileIO) -> str:
 
 
 def read_metadata(metadata_location: str, io: FileIO) -> TableMetadata:
+    """Parse the metadata file at `metadata_location` (gzipped or not); NoSuchTableError if
+    absent, CorruptMetadataError if unreadable."""
     try:
         raw = io.read_bytes(metadata_location)
     except NoSuchFileError:
@@ -398,6 +414,7 @@ class Table:
 
     @property
     def location(self) -> str:
+        """The table's base location, from its metadata."""
         return self.metadata.location
 
     def refresh(self) -> Table:

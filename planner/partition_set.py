@@ -40,12 +40,15 @@ class PartitionSet:
         self._members: dict[int, dict[tuple[Any, ...], tuple[Any, ...]]] = {}
 
     def add(self, spec_id: int, partition: tuple[Any, ...]) -> None:
+        """Add the partition tuple of a file of spec `spec_id`."""
         self._members.setdefault(spec_id, {}).setdefault(partition_key(partition), partition)
 
     def add_everything(self) -> None:
+        """Make the set hold every partition (a global delete reaches them all)."""
         self.everything = True
 
     def is_empty(self) -> bool:
+        """Whether no partition was added: a filter for it would match nothing."""
         return not (self.everything or self._members)
 
     def __contains__(self, key: PartitionKey) -> bool:
