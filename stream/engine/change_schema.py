@@ -138,4 +138,6 @@ class ChangeOptions:
 
     @property
     def pairs_updates(self) -> bool:
+        """Whether DELETE + INSERT of one key become an update pair: asked for, and there are
+        identifier fields to key by."""
         return self.compute_updates and bool(self.identifier_field_ids)

@@ -146,6 +146,7 @@ class EqualityDeletes:
         self.sets = sets
 
     def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        """Which rows of a batch the task's equality deletes delete; None when it has none."""
         result = None
         for key_set in self.sets:
             hit = key_set.matches(batch)
@@ -444,7 +445,6 @@ def _reserved_ids(schema: pa.Schema) -> bool:
     """Whether a position delete file's `file_path` and `pos` carry the spec's field ids,
     or the file has no field ids at all (both matched by name, as the general reader
     does)."""
-
     ids = {name: field_id(schema.field(name)) for name in ("file_path", "pos")
            if schema.get_field_index(name) >= 0}
     if len(ids) != 2:

@@ -56,6 +56,9 @@ class FileSource:
 
 
 class ParquetSource(FileSource):
+    """A Parquet file: reads only the row groups a split (or a row hint) needs, and the selected
+    leaf columns."""
+
     def __init__(self, path: str, io: FileIO) -> None:
         import pyarrow.parquet as pq
 
@@ -75,6 +78,8 @@ class ParquetSource(FileSource):
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
                 length: int | None = None, rows: Sequence[int] | None = None,
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Batches of the selected columns of the row groups in the split, each with its first
+        row's position."""
         metadata = self._file.metadata
         columns = _parquet_leaf_paths(self._file, self.schema, selection)
         runs = row_group_runs(metadata, start, length, rows)
@@ -200,6 +205,8 @@ def _parquet_leaf_paths(file: Any, schema: pa.Schema, selection: Selection) -> l
 
 
 class OrcSource(FileSource):
+    """An ORC file, read stripe by stripe; ORC tasks are never split."""
+
     def __init__(self, path: str, io: FileIO) -> None:
         import pyarrow.orc as orc
 
@@ -214,6 +221,7 @@ class OrcSource(FileSource):
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
                 length: int | None = None, rows: Sequence[int] | None = None,  # noqa: ARG002
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Batches of the selected columns of every stripe, each with its first row's position."""
         if length is not None and start > 0:
             # pyarrow exposes no stripe offsets; the planner only splits Parquet files.
             raise UnsupportedFeatureError(f"{self.path}: split ORC tasks are not supported")
@@ -230,6 +238,8 @@ class OrcSource(FileSource):
 
 
 class AvroSource(FileSource):
+    """An Avro data file, decoded by fastavro: correct, slow, and rare in Iceberg tables."""
+
     def __init__(self, path: str, io: FileIO) -> None:
         import fastavro
 
@@ -250,6 +260,7 @@ class AvroSource(FileSource):
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
                 length: int | None = None, rows: Sequence[int] | None = None,  # noqa: ARG002
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Batches of the selected columns of every record, each with its first row's position."""
         import fastavro
 
         if length is not None and start > 0:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 
 def has_field_ids(schema: pa.Schema) -> bool:
+    """Whether any field of a file's schema, at any depth, carries an Iceberg field id."""
     def any_id(field: pa.Field) -> bool:
         type_ = field.type
         return field_id(field) is not None or any(
@@ -263,6 +264,8 @@ class FileProjection:
         self.selection = selection
 
     def extra_type(self, extra: _Extra) -> pa.DataType:
+        """The Arrow type an extra (filter-only) column is read as: the one asked for, else the
+        file's own."""
         if extra.type is not None:
             return extra.type
         if extra.path is None:

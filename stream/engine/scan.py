@@ -34,6 +34,7 @@ _DONE = object()
 
 
 def default_threads() -> int:
+    """Reader threads for a scan: one per core, at least two so reading overlaps decoding."""
     return max(2, os.cpu_count() or 2)
 
 
@@ -160,10 +161,12 @@ class Plan:
 
     @property
     def tasks(self) -> list[FileScanTask]:
+        """Every file task of every group, in group order."""
         return [t for g in self.groups for t in g.tasks]
 
     @property
     def stats(self) -> PlanStats:
+        """What planning read and pruned."""
         return self.scan.stats
 
 
@@ -201,6 +204,8 @@ def scan(table: Table | str, *, snapshot_id: int | None = None, ref: str | None 
 
 def read_plan(planned: Plan, *, limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
               threads: int | None = None) -> pa.RecordBatchReader:
+    """Read a planned scan's tasks on `threads` threads as one RecordBatchReader, stopping after
+    `limit` rows if given."""
     s = planned.scan
     schema = to_arrow_schema(s.projection)
     batches = read_tasks(planned.tasks, s.read_schema, s.projection, s.table.io,

@@ -95,10 +95,12 @@ class ResolvedRead:
 
     @property
     def is_change_read(self) -> bool:
+        """Whether the read returns change rows rather than a snapshot's rows."""
         return self.feed is not None
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema the read returns before Spark's requested columns are chosen."""
         if self.feed is not None:
             return self.feed.output_schema
         assert self.scan is not None
@@ -115,6 +117,8 @@ class ResolvedRead:
 
     @property
     def takes_filters(self) -> bool:
+        """Whether Spark's filters may be pushed into the read: not when net changes or update
+        pairing would see fewer rows than they need."""
         return self.feed is None or not (self.feed.options.net
                                          or self.feed.options.pairs_updates)
 
@@ -167,6 +171,7 @@ class MeltwaterBatchReader(DataSourceReader):
 
     @property
     def names(self) -> list[str]:
+        """The column names Spark asked for."""
         return list(self.schema.fieldNames())
 
     def _read(self) -> ResolvedRead:
@@ -185,6 +190,8 @@ class MeltwaterBatchReader(DataSourceReader):
     # -- driver side ------------------------------------------------------------------------
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Take the filters meltwater can evaluate exactly; return to Spark the ones it must
+        apply itself."""
         read = self._read()
         if not read.takes_filters:
             log.info("meltwater: change read with update pairing or net changes takes no "
@@ -198,6 +205,8 @@ class MeltwaterBatchReader(DataSourceReader):
         return returned
 
     def partitions(self) -> list[InputPartition]:
+        """Plan the read on the driver: one partition per task group (snapshot read) or per group
+        of commit parts (change read)."""
         read = self._read()
         if read.feed is not None:
             return self._change_partitions(read.feed)
@@ -236,6 +245,7 @@ class MeltwaterBatchReader(DataSourceReader):
     # -- executor side ------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read one partition on an executor, as Arrow batches in Spark's requested schema."""
         if not isinstance(partition, ReadPartition):  # Spark's placeholder: nothing to read
             return
         target = spark_arrow_schema(self.schema)

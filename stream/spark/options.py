@@ -91,6 +91,7 @@ def _names(options: dict[str, str], name: str) -> list[str] | None:
 
 
 def table_location(options: Mapping[str, str]) -> str:
+    """The table a read names: load(TABLE) or option `path` / `table`; OptionError if none."""
     lowered = _lower(options)
     location = lowered.get("path") or lowered.get("table")
     if not location:
@@ -132,6 +133,8 @@ def is_change_read(options: Mapping[str, str]) -> bool:
 
 
 def snapshot_read(options: Mapping[str, str]) -> SnapshotRead:
+    """The snapshot a batch read targets, from `snapshot-id`/`versionAsOf`,
+    `as-of-timestamp`/`timestampAsOf`, `branch` or `tag`."""
     lowered = _lower(options)
     ref = lowered.get("branch") or lowered.get("tag")
     if lowered.get("branch") and lowered.get("tag"):

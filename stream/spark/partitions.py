@@ -38,6 +38,7 @@ class ReadPartition(InputPartition):
     """What every partition shares: how its executor opens the table's files."""
 
     def open_io(self) -> FileIO:
+        """The FileIO an executor reads the partition's files with."""
         from meltwater.planner.fileio import PyArrowFileIO  # executors only
 
         return PyArrowFileIO()
