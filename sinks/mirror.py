@@ -173,6 +173,7 @@ class Mirror:
         return _position(self._ledger.last())
 
     def close(self) -> None:
+        """Close the database connection; the mirror cannot be used afterwards."""
         self._db.close()
 
     def __enter__(self) -> Mirror:

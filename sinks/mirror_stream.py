@@ -40,6 +40,8 @@ def ledger_name(name: str, checkpoint: str) -> str:
 
 
 def open_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
+    """Open the mirror a pipeline's sink options name, its ledger keyed by the pipeline and
+    checkpoint."""
     from meltwater.sinks.base import open_sink
 
     return open_sink(options["url"], table=options["table"], source=placement.table,

@@ -50,6 +50,7 @@ class PostgresDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """Everything inside commits together, or rolls back if an exception escapes."""
         with self._errors(), self._conn.transaction():
             yield
 
@@ -63,11 +64,13 @@ class PostgresDatabase:
             raise SinkError(f"PostgreSQL {self.where} refused: {_first_line(e)}") from e
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Run one statement; the rows it returns, if any."""
         with self._errors(), self._conn.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
     def table_columns(self, table: str) -> dict[str, str] | None:
+        """The table's columns in order, name -> declared SQL type; None if it is absent."""
         found = self.execute("SELECT to_regclass(%s)::oid", [quote_table(table)])
         if found[0][0] is None:
             return None
@@ -77,6 +80,7 @@ class PostgresDatabase:
         return {name: type_ for name, type_ in rows}
 
     def primary_key(self, table: str) -> set[str]:
+        """The names of the table's primary key columns."""
         rows = self.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
             "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
@@ -99,6 +103,7 @@ class PostgresDatabase:
 
     def upsert(self, table: str, columns: Sequence[Column], keys: Sequence[str],
                rows: pa.Table) -> int:
+        """Insert rows through a COPY-loaded stage, replacing those whose keys exist; the count."""
         self._stage(UPSERT_STAGE, table, columns, rows)
         names = ", ".join(quote(c.name) for c in columns)
         others = [quote(c.name) for c in columns if c.name not in keys]
@@ -110,6 +115,8 @@ class PostgresDatabase:
         return rows.num_rows
 
     def delete(self, table: str, keys: Sequence[Column], rows: pa.Table) -> int:
+        """Delete the rows with the given keys through a COPY-loaded stage; how many the table
+        held."""
         self._stage(DELETE_STAGE, table, keys, rows)
         match = " AND ".join(f"t.{quote(k.name)} = s.{quote(k.name)}" for k in keys)
         with self._errors(), self._conn.cursor() as cursor:
@@ -118,6 +125,7 @@ class PostgresDatabase:
             return cursor.rowcount
 
     def close(self) -> None:
+        """Close the connection."""
         self._conn.close()
 
 
