@@ -71,12 +71,16 @@ class ConfigError(MeltwaterError):
 
 @dataclass(frozen=True)
 class SinkConfig:
+    """A pipeline's sink: its kind, and that kind's options as the configuration gives them."""
+
     type: str  # a registered sink kind's name (aliases resolved)
     options: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
+    """One pipeline: the table it streams, where it checkpoints, its sink and trigger."""
+
     name: str
     table: str
     checkpoint: str
@@ -87,15 +91,19 @@ class PipelineConfig:
 
     @property
     def event_driven(self) -> bool:
+        """Whether micro-batches start when the table commits, not on an interval."""
         return self.trigger == EVENT_TRIGGER
 
     @property
     def sink_placement(self) -> SinkPlacement:
+        """The names a sink may need to place its state (pipeline, table, checkpoint)."""
         return SinkPlacement(self.name, self.table, self.checkpoint)
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
+    """A `meltwater serve` configuration: its pipelines, status server, logging and Spark."""
+
     pipelines: tuple[PipelineConfig, ...]
     http_host: str | None = "127.0.0.1"
     http_port: int = 9464

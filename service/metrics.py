@@ -49,6 +49,7 @@ class ServiceMetrics:
                         labels, registry=self.registry)
 
     def render(self) -> bytes:
+        """The metrics in Prometheus' text format, for `/metrics`."""
         return generate_latest(self.registry)
 
 
@@ -74,12 +75,15 @@ class Health:
         self._pipelines: dict[str, PipelineHealth] = {}
 
     def update(self, name: str, **values: Any) -> None:
+        """Set fields of a pipeline's health (state, last error, ...)."""
         with self._lock:
             health = self._pipelines.setdefault(name, PipelineHealth())
             for key, value in values.items():
                 setattr(health, key, value)
 
     def document(self) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting or
+        running, 503 otherwise."""
         with self._lock:
             pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
                          for name, h in self._pipelines.items()}
@@ -124,9 +128,11 @@ class StatusServer:
                                         daemon=True)
 
     def start(self) -> StatusServer:
+        """Serve on a daemon thread; returns the server, whose `port` is now bound."""
         self._thread.start()
         return self
 
     def close(self) -> None:
+        """Stop serving and release the port."""
         self.server.shutdown()
         self.server.server_close()

@@ -79,6 +79,7 @@ class PipelineRun:
     # -- the query ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the pipeline's streaming query, from its checkpoint if it has one."""
         config = self.config
         kind = sink_kind(config.sink.type)
         options = {**config.options, **kind.source_options}  # e.g. a mirror's schema-change

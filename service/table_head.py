@@ -23,13 +23,16 @@ class TableHead:
         self.watcher = SnapshotWatcher(location, io=io, queue_size=0)  # state only, no events
 
     def start(self) -> TableHead:
+        """Start watching the table; returns the head."""
         self.watcher.start()
         return self
 
     def close(self) -> None:
+        """Stop watching the table."""
         self.watcher.stop()
 
     def metadata(self) -> TableMetadata | None:
+        """The table's newest metadata the watcher has read; None before the first read."""
         state = self.watcher.latest
         return None if state is None else state.metadata
 
@@ -54,11 +57,13 @@ class TableHead:
         return len(pending), max(0.0, time.time() - pending[0].timestamp_ms / 1000)
 
     def parent_of(self, snapshot_id: int) -> int | None:
+        """The parent of a snapshot, if the newest metadata still holds it."""
         metadata = self.metadata()
         snapshot = None if metadata is None else metadata.snapshots.get(snapshot_id)
         return None if snapshot is None else snapshot.parent_id
 
     def sequence_number(self, snapshot_id: int | None) -> int | None:
+        """The sequence number of a snapshot, if the newest metadata still holds it."""
         metadata = self.metadata()
         if metadata is None or snapshot_id is None:
             return None
