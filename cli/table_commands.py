@@ -43,6 +43,8 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def add_table_selection(parser: argparse.ArgumentParser) -> None:
+    """Add the table argument and the options choosing its snapshot (and filter and columns) to a
+    command."""
     parser.add_argument("table", metavar="TABLE",
                         help="table location (directory with metadata/) or a metadata file")
     which = parser.add_mutually_exclusive_group()
@@ -62,6 +64,7 @@ def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
+    """`meltwater snapshots`: list a table's snapshots, with the refs that point at each."""
     from meltwater.stream.engine.output import write_stream
 
     table = load_table(args.table)
@@ -103,6 +106,7 @@ def _int(value: str | None) -> int | None:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
+    """`meltwater scan`: write a table's rows at a snapshot, deletes applied."""
     from meltwater.stream.engine.output import write_stream
     from meltwater.stream.engine.scan import scan
 
@@ -116,6 +120,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """`meltwater plan`: show how a scan is planned (pruning counts and task groups) without
+    reading data."""
     from meltwater.stream.engine.scan import plan
 
     planned = plan(load_table(args.table), **_plan_args(args))
@@ -162,6 +168,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `snapshots`, `scan` and `plan` commands to the CLI."""
     snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
     snapshots.add_argument("table", metavar="TABLE")
     snapshots.add_argument("--format", choices=("table", "jsonl", "csv"), default="table")
