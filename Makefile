@@ -28,7 +28,8 @@ $(BIN)/meltwater: pyproject.toml
 demo: sysdeps $(BIN)/meltwater
 	$(BIN)/python deploy/demo.py
 
-lint: $(BIN)/meltwater
+# mypy (the typecheck target), then ruff; `make test` runs this first, so CI does too.
+lint: $(BIN)/meltwater typecheck
 	$(BIN)/ruff check .
 
 # mypy over the product as `meltwater.*` ([tool.mypy] in pyproject.toml): the folders are the
