@@ -190,8 +190,8 @@ class MeltwaterBatchReader(DataSourceReader):
     # -- driver side ------------------------------------------------------------------------
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
-        """Take the filters meltwater can evaluate exactly; return to Spark the ones it must
-        apply itself."""
+        """Take the filters meltwater translates into its own row filter; return the others to
+        Spark, which applies them."""
         read = self._read()
         if not read.takes_filters:
             log.info("meltwater: change read with update pairing or net changes takes no "
@@ -205,8 +205,8 @@ class MeltwaterBatchReader(DataSourceReader):
         return returned
 
     def partitions(self) -> list[InputPartition]:
-        """Plan the read on the driver: one partition per task group (snapshot read) or per group
-        of commit parts (change read)."""
+        """Plan the read on the driver: one partition per task group of a snapshot read, per
+        commit with changes of a change read, or one for a range read as net changes."""
         read = self._read()
         if read.feed is not None:
             return self._change_partitions(read.feed)
