@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint sysdeps
+.PHONY: demo test test-fast lint typecheck sysdeps
 
 # System packages: a JDK and Debian's jarjar for the Iceberg Java writer, and a PostgreSQL
 # server the mirror tests start on loopback. Needs root.
@@ -28,8 +28,19 @@ $(BIN)/meltwater: pyproject.toml
 demo: sysdeps $(BIN)/meltwater
 	$(BIN)/python deploy/demo.py
 
-lint: $(BIN)/meltwater
+# mypy (the typecheck target), then ruff; `make test` runs this first, so CI does too.
+lint: $(BIN)/meltwater typecheck
 	$(BIN)/ruff check .
+
+# mypy over the product as `meltwater.*` ([tool.mypy] in pyproject.toml): the folders are the
+# subpackages, so mypy reads them through a link tree, build/typecheck/meltwater/<folder>.
+TYPECHECK := build/typecheck/meltwater
+TYPECHECKED := planner stream sinks service cli
+
+typecheck: $(BIN)/meltwater
+	@mkdir -p $(TYPECHECK)
+	@for p in $(TYPECHECKED); do ln -sfn ../../../$$p $(TYPECHECK)/$$p; done
+	$(BIN)/mypy
 
 test: sysdeps $(BIN)/meltwater lint
 	$(BIN)/pytest

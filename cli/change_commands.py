@@ -62,6 +62,7 @@ def row_options(args: argparse.Namespace) -> RowOptions:
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
+    """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
     from meltwater.stream.engine.change_feed import change_feed
     from meltwater.stream.engine.output import write_stream
 
@@ -79,6 +80,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `changes` command to the CLI."""
     changes = commands.add_parser(
         "changes", help="row-level changes between two snapshots (from exclusive, to inclusive)")
     add_table_argument(changes)

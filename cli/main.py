@@ -32,6 +32,7 @@ def _version(_: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The CLI's parser, every command registered."""
     parser = argparse.ArgumentParser(
         prog="meltwater",
         description="Change streams from Apache Iceberg tables.",
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI: the exit status, with meltwater's errors and signals turned into messages and
+    codes."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler

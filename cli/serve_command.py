@@ -22,6 +22,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `serve` command to the CLI."""
     parser = commands.add_parser(
         "serve", help="keep sinks in step with Iceberg tables (a long-running service)",
         description="Run the pipelines of a TOML configuration until SIGTERM or SIGINT. "

@@ -32,7 +32,7 @@ class Terminated(BaseException):
     """SIGTERM, raised in the main thread as KeyboardInterrupt is for SIGINT."""
 
 
-def _raise(signum: int, frame: Any) -> None:
+def _raise(signum: int, _frame: Any) -> None:
     _received.append(signum)
     signal.signal(signum, signal.SIG_DFL)
     if signum == signal.SIGINT:

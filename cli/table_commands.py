@@ -61,6 +61,8 @@ def table_source_of(args: argparse.Namespace) -> TableSource:
 
 
 def add_table_selection(parser: argparse.ArgumentParser) -> None:
+    """Add the table argument and the options choosing its snapshot (and filter and columns) to a
+    command."""
     add_table_argument(parser)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--snapshot", type=int, metavar="ID", help="read this snapshot")
@@ -79,6 +81,7 @@ def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
+    """`meltwater snapshots`: list a table's snapshots, with the refs that point at each."""
     from meltwater.stream.engine.output import write_stream
 
     table = load_table(table_source_of(args))
@@ -120,6 +123,7 @@ def _int(value: str | None) -> int | None:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
+    """`meltwater scan`: write a table's rows at a snapshot, deletes applied."""
     from meltwater.stream.engine.output import write_stream
     from meltwater.stream.engine.scan import scan
 
@@ -133,12 +137,14 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """`meltwater plan`: show how a scan is planned (pruning counts and task groups) without
+    reading data."""
     from meltwater.stream.engine.scan import plan
 
     planned = plan(load_table(table_source_of(args)), **_plan_args(args))
     scan = planned.scan
     snapshot = scan.snapshot
-    report = {
+    report: dict[str, Any] = {
         "snapshot_id": snapshot.snapshot_id if snapshot else None,
         "schema_id": scan.schema.schema_id,
         "filter": str(scan.bound_filter),
@@ -179,6 +185,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `snapshots`, `scan` and `plan` commands to the CLI."""
     snapshots = commands.add_parser("snapshots", help="list a table's snapshots")
     add_table_argument(snapshots)
     snapshots.add_argument("--format", choices=("table", "jsonl", "csv"), default="table")

@@ -28,6 +28,7 @@ def _n(value: int | None) -> int:
 
 
 def format_text(event: SnapshotEvent) -> str:
+    """One line describing a new snapshot, as `meltwater watch` prints it."""
     line = (f"{event.committed_at} {event.snapshot_id} seq={event.sequence_number} "
             f"{event.operation or '?'} "
             f"rows=+{_n(event.added_records)}/-{_n(event.deleted_records)} "
@@ -42,6 +43,7 @@ def format_text(event: SnapshotEvent) -> str:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    """`meltwater watch`: print a table's snapshots as they are committed, until interrupted."""
     from meltwater.stream.watch.watcher import MAX_INTERVAL, SnapshotWatcher
 
     if args.interval is not None and not 0 < args.interval < MAX_INTERVAL:
@@ -63,11 +65,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
         except (KeyboardInterrupt, Terminated):
             return 0
         except BrokenPipeError:  # the reader of our output went away: we are done too
-            sys.stdout = None  # type: ignore[assignment]  # nothing left to flush at exit
+            sys.stdout = None  # nothing left to flush at exit
             return 0
 
 
 def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `watch` command to the CLI."""
     watch = commands.add_parser(
         "watch", help="print a table's new snapshots as they are committed")
     add_table_argument(watch)

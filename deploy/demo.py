@@ -33,10 +33,12 @@ from service_tests.mirror_check import mirror_state, same_rows  # noqa: E402
 
 
 def say(text: str) -> None:
+    """Print a line of the demo's narration."""
     print(f"demo | {text}", flush=True)
 
 
 def main() -> int:
+    """Run the demo; the exit status is 0 only if the mirror ends equal to the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=25)
     parser.add_argument("--dir", type=Path, default=ROOT / ".demo")

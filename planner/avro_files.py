@@ -1,4 +1,4 @@
-"""Avro object container files (manifests, manifest lists), decoded by fastavro a block at a time.
+r"""Avro object container files (manifests, manifest lists), decoded by fastavro a block at a time.
 
 Two costs of `fastavro.reader` weigh on Iceberg metadata:
 
@@ -10,7 +10,7 @@ Two costs of `fastavro.reader` weigh on Iceberg metadata:
   block's inflated bytes first and decode only blocks that may hold them
   (`AvroFile.blocks`, then `records`).
 
-The container framing is the spec's ("Object Container Files"): the magic `Obj\\x01`, a
+The container framing is the spec's ("Object Container Files"): the magic `Obj\x01`, a
 metadata map, a 16-byte sync marker, then blocks of (record count, byte size, data, sync
 marker). A block's data is `count` records back to back, which is also how the spec encodes
 an array block, so fastavro decodes a whole block in one call, as an array of the record
@@ -25,10 +25,11 @@ import zlib
 from collections.abc import Iterator
 from functools import lru_cache
 from io import BytesIO
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 from fastavro.read import HEADER_SCHEMA
+from fastavro.types import Schema
 
 from meltwater.planner.errors import CorruptAvroError
 
@@ -39,7 +40,7 @@ _ARRAY_END = b"\x00"
 
 
 @lru_cache(maxsize=64)
-def _block_schema(schema_text: str) -> dict[str, Any]:
+def _block_schema(schema_text: str) -> Schema:
     """A block as a record whose one field is an array of the file's records.
 
     A record with one field is encoded as that field, so this reads a block's bytes as an
@@ -58,6 +59,10 @@ def _long_bytes(value: int) -> bytes:
     return out.getvalue()
 
 
+def _read_long(fo: BytesIO) -> int:
+    return cast(int, fastavro.schemaless_reader(fo, _LONG))
+
+
 class AvroFile:
     """One container file in memory: its metadata, then its blocks on demand."""
 
@@ -65,7 +70,8 @@ class AvroFile:
         self._data = data
         self._fo = BytesIO(data)
         try:
-            header = fastavro.schemaless_reader(self._fo, _HEADER)
+            # The header schema makes this a record (fastavro types any Avro value).
+            header = cast(dict[str, Any], fastavro.schemaless_reader(self._fo, _HEADER))
         except (EOFError, ValueError, TypeError) as error:
             raise CorruptAvroError(f"no Avro header ({error})") from error
         if header["magic"] != _MAGIC:
@@ -83,13 +89,14 @@ class AvroFile:
         """(record count, inflated data) of each block, in file order."""
         if self.codec not in ("null", "deflate"):
             for block in fastavro.block_reader(BytesIO(self._data)):
-                yield block.num_records, block.bytes_.getvalue()
+                # fastavro's stub omits Block.bytes_, which its __init__ sets (a BytesIO).
+                yield block.num_records, block.bytes_.getvalue()  # type: ignore[attr-defined]
             return
         fo, end = self._fo, len(self._data)
         fo.seek(self._blocks_at)
         while fo.tell() < end:
-            count = fastavro.schemaless_reader(fo, _LONG)
-            size = fastavro.schemaless_reader(fo, _LONG)
+            count = _read_long(fo)
+            size = _read_long(fo)
             data = fo.read(size)
             if len(data) != size or fo.read(16) != self._sync:
                 raise CorruptAvroError(f"truncated block or bad sync marker at byte {fo.tell()}")
@@ -100,7 +107,10 @@ class AvroFile:
         if count == 0:
             return []
         array = BytesIO(_long_bytes(count) + data + _ARRAY_END)
-        return fastavro.schemaless_reader(array, _block_schema(self.schema_text))["records"]
+        block = cast(dict[str, Any],
+                     fastavro.schemaless_reader(array, _block_schema(self.schema_text)))
+        records: list[dict[str, Any]] = block["records"]
+        return records
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Every record of the file."""

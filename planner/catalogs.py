@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from meltwater.planner.errors import CatalogError, NoSuchTableError
 
@@ -45,7 +45,7 @@ class CatalogTable:
 
 
 def _config() -> Any:
-    """pyiceberg's configuration, read now (its module-level copy is read once at import,
+    """Pyiceberg's configuration, read now (its module-level copy is read once at import,
     so a `PYICEBERG_CATALOG__...` variable set later would be missed)."""
     from pyiceberg.utils.config import Config
 
@@ -63,7 +63,7 @@ def known_catalogs(given: Mapping[str, Mapping[str, str]] | None = None) -> set[
 
 
 def default_catalog(given: Mapping[str, Mapping[str, str]] | None = None) -> str | None:
-    """pyiceberg's `default-catalog`, when it names a defined catalog."""
+    """Pyiceberg's `default-catalog`, when it names a defined catalog."""
     name = _config().get_default_catalog_name()
     return name if name in known_catalogs(given) else None
 
@@ -80,7 +80,7 @@ def catalog_properties(name: str, given: Mapping[str, str] | None = None) -> dic
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """pyiceberg's nested yaml/env form (`s3: {endpoint: ...}`) as dotted property names."""
+    """Pyiceberg's nested yaml/env form (`s3: {endpoint: ...}`) as dotted property names."""
     flat: dict[str, Any] = {}
     for key, value in config.items():
         if isinstance(value, Mapping):
@@ -114,7 +114,7 @@ def _bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     def target() -> None:
         try:
             outcome.append((True, call()))
-        except BaseException as error:  # handed to the caller, raised there
+        except BaseException as error:  # noqa: BLE001 - handed to the caller, raised there
             outcome.append((False, error))
         finally:
             done.set()
@@ -125,7 +125,7 @@ def _bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     ok, value = outcome[0]
     if not ok:
         raise value
-    return value
+    return cast(T, value)
 
 
 _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
@@ -133,7 +133,7 @@ _clients_lock = threading.Lock()
 
 
 def _client(name: str, properties: Mapping[str, str], seconds: float, where: str) -> Any:
-    """pyiceberg's client for a catalog, made once per name and properties (making one may
+    """Pyiceberg's client for a catalog, made once per name and properties (making one may
     already talk to the catalog: a REST client fetches its config and logs in)."""
     key = (name, tuple(sorted(properties.items())))
     with _clients_lock:
@@ -202,7 +202,7 @@ def _reason(error: Exception) -> str:
     text = str(error)
     found = _OS_REASON.findall(text)
     if found:
-        return found[-1].strip()
+        return str(found[-1]).strip()
     return text.splitlines()[0][:300] if text else type(error).__name__
 
 

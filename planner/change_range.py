@@ -274,8 +274,8 @@ def _resolve_start(metadata: TableMetadata, bound: RangeBound | None,
 def _check_start_before_end(start: RangeBound, end: RangeBound | None,
                             last: Snapshot) -> None:
     """Refuse a start by time or sequence number later than an explicit end: against the
-    end's own value when it is of the same kind, else against the end snapshot's. (A start
-    by snapshot or ref after the end is refused by the ancestor check.)"""
+    end's own value when it is of the same kind, else against the end snapshot's; a start
+    by snapshot or ref after the end is refused by the ancestor check."""
     if end is None or start.kind.names_a_snapshot:
         return
     if end.kind is start.kind:

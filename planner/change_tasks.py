@@ -44,6 +44,9 @@ class ChangeCommit:
 
 @dataclass(frozen=True)
 class AddedRowsTask:
+    """A data file the commit added: its rows are INSERTs, less those its same-commit `deletes`
+    remove."""
+
     commit: ChangeCommit
     data_file: DataFile
     sequence_number: int
@@ -52,6 +55,9 @@ class AddedRowsTask:
 
 @dataclass(frozen=True)
 class DeletedDataFileTask:
+    """A data file the commit removed: its rows live before the commit (the file minus
+    `existing_deletes`) are DELETEs."""
+
     commit: ChangeCommit
     data_file: DataFile
     sequence_number: int
@@ -60,6 +66,9 @@ class DeletedDataFileTask:
 
 @dataclass(frozen=True)
 class DeletedRowsTask:
+    """An older data file whose applicable deletes changed: rows live under `deletes_before` and
+    not under `deletes_after` are DELETEs."""
+
     commit: ChangeCommit
     data_file: DataFile
     sequence_number: int

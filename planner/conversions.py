@@ -103,9 +103,11 @@ def to_bytes(type_: PrimitiveType, value: Any) -> bytes:
     if kind == "decimal":
         return unscaled_to_bytes(decimal_unscaled(value, type_.scale))
     if kind == "string":
-        return value.encode("utf-8")
+        text: str = value
+        return text.encode("utf-8")
     if kind == "uuid":
-        return value.bytes
+        uuid_value: uuid.UUID = value
+        return uuid_value.bytes
     if kind in ("fixed", "binary"):
         return bytes(value)
     raise ValueError(f"type {type_} has no single-value binary form")

@@ -60,7 +60,7 @@ def referenced_data_file(delete: DataFile) -> str | None:
     if delete.referenced_data_file is not None:
         return delete.referenced_data_file
     if delete.content == FileContent.POSITION_DELETES:
-        lower = delete.lower_bounds.get(DELETE_FILE_PATH_ID)
+        lower: str | None = delete.lower_bounds.get(DELETE_FILE_PATH_ID)
         upper = delete.upper_bounds.get(DELETE_FILE_PATH_ID)
         if lower is not None and lower == upper:
             return lower
@@ -86,6 +86,7 @@ class DeleteFileIndex:
             self.add(ref)
 
     def add(self, ref: DeleteFileRef) -> None:
+        """Index one live delete file under its partition, referenced data file or as global."""
         delete = ref.file
         self.size += 1
         spec = self._specs.get(delete.spec_id)
@@ -109,9 +110,12 @@ class DeleteFileIndex:
             self._pos_by_partition[partition_key].add(ref)
 
     def is_empty(self) -> bool:
+        """Whether no delete file was added: then no data file has deletes to apply."""
         return self.size == 0
 
     def for_data_file(self, data_seq: int, data_file: DataFile) -> tuple[DeleteFileRef, ...]:
+        """The delete files that apply to a data file of sequence number `data_seq`, by the
+        spec's rules (see the module doc)."""
         path = data_file.file_path
         dv = self._dv_by_file.get(path)
         if dv is not None and dv.sequence_number >= data_seq:
@@ -152,7 +156,8 @@ class DeleteFileIndex:
                 field_id)
             del_lower, del_upper = delete.lower_bounds.get(field_id), delete.upper_bounds.get(
                 field_id)
-            if None in (data_lower, data_upper, del_lower, del_upper):
+            if data_lower is None or data_upper is None or del_lower is None \
+                    or del_upper is None:
                 continue
             try:
                 if data_upper < del_lower or data_lower > del_upper:

@@ -105,9 +105,9 @@ def compile_expression(expr: Expression,
     `allow_not=False` and receive expressions already through `rewrite_not`.
     """
     if isinstance(expr, AlwaysTrue):
-        return lambda *args: True
+        return lambda *_: True
     if isinstance(expr, AlwaysFalse):
-        return lambda *args: False
+        return lambda *_: False
     if isinstance(expr, And):
         left = compile_expression(expr.left, leaf, allow_not)
         right = compile_expression(expr.right, leaf, allow_not)
@@ -142,6 +142,7 @@ class RowEvaluator:
         return lambda row: test(row.get(field_id))
 
     def eval(self, row: Mapping[int, Any]) -> bool:
+        """Whether a row (field id -> internal value) matches the expression."""
         return self._eval(row)
 
 
@@ -168,6 +169,7 @@ class PartitionEvaluator:
         return lambda part: test(part[pos] if pos < len(part) else None)
 
     def eval(self, partition: tuple[Any, ...]) -> bool:
+        """Whether a partition tuple (in the spec's field order) matches the expression."""
         return self._eval(partition)
 
 
@@ -191,6 +193,8 @@ class ManifestEvaluator:
         self._eval = compile_expression(self.expr, self._leaf, allow_not=False)
 
     def may_match(self, manifest: ManifestFile) -> bool:
+        """Whether the manifest's partition summaries leave room for a match; a manifest without
+        summaries may always match."""
         summaries = manifest.partitions
         if not summaries:
             return ROWS_MIGHT_MATCH
@@ -235,7 +239,7 @@ def _summary_check(pred: BoundPredicate) -> Callable[[PartitionFieldSummary], bo
     if op == Op.NOT_NAN:
         return lambda s: not (s.contains_nan and not s.contains_null and s.lower_bound is None)
     if op in (Op.NOT_EQ, Op.NOT_IN):
-        return lambda s: ROWS_MIGHT_MATCH
+        return lambda _s: ROWS_MIGHT_MATCH
 
     def lower_of(s: PartitionFieldSummary) -> Any:
         return None if _is_nan(s.lower_bound) else s.lower_bound
@@ -325,6 +329,9 @@ class InclusiveMetricsEvaluator:
 
     def may_match(self, file: DataFile, file_field_ids: frozenset[int] | set[int] | None = None
                   ) -> bool:
+        """Whether the file's column metrics leave room for a matching row; `file_field_ids`,
+        when given, are the columns the data file has (one it lacks reads as nulls, or as
+        its initial default)."""
         if file.record_count == 0:
             return ROWS_CANNOT_MATCH
         if file.record_count < 0:  # imported Avro files without a count
@@ -384,7 +391,7 @@ def _metrics_check(pred: BoundPredicate) -> Callable[[DataFile], bool]:
         return lambda f: not nans_only(f)
     if op in (Op.NOT_EQ, Op.NOT_IN):
         # bounds need not be values in the column, so they cannot prove all rows equal
-        return lambda f: ROWS_MIGHT_MATCH
+        return lambda _f: ROWS_MIGHT_MATCH
     if op == Op.IN:
         values = pred.literals
 

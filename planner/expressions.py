@@ -25,6 +25,8 @@ from meltwater.planner.types import PrimitiveType, Schema
 
 
 class Op(Enum):
+    """A predicate's operator; the values are how filters render it."""
+
     IS_NULL = "is_null"
     NOT_NULL = "not_null"
     IS_NAN = "is_nan"
@@ -42,14 +44,17 @@ class Op(Enum):
 
     @property
     def negated(self) -> Op:
+        """The operator true exactly where this one is false (`<` for `>=`, `not_in` for `in`)."""
         return _NEGATIONS[self]
 
     @property
     def is_unary(self) -> bool:
+        """Whether the operator takes no literal (null and NaN tests)."""
         return self in (Op.IS_NULL, Op.NOT_NULL, Op.IS_NAN, Op.NOT_NAN)
 
     @property
     def is_set(self) -> bool:
+        """Whether the operator takes a set of literals (`in`, `not in`)."""
         return self in (Op.IN, Op.NOT_IN)
 
 
@@ -76,12 +81,16 @@ class Expression:
 
 @dataclass(frozen=True)
 class AlwaysTrue(Expression):
+    """The expression every row matches: the filter of a read with none."""
+
     def __str__(self) -> str:
         return "true"
 
 
 @dataclass(frozen=True)
 class AlwaysFalse(Expression):
+    """The expression no row matches: what pruning leaves when nothing can match."""
+
     def __str__(self) -> str:
         return "false"
 
@@ -92,6 +101,8 @@ FALSE = AlwaysFalse()
 
 @dataclass(frozen=True)
 class And(Expression):
+    """Both children match."""
+
     left: Expression
     right: Expression
 
@@ -101,6 +112,8 @@ class And(Expression):
 
 @dataclass(frozen=True)
 class Or(Expression):
+    """Either child matches."""
+
     left: Expression
     right: Expression
 
@@ -110,6 +123,9 @@ class Or(Expression):
 
 @dataclass(frozen=True)
 class Not(Expression):
+    """The child does not match; evaluators that answer "may match" need it rewritten away
+    (`rewrite_not`)."""
+
     child: Expression
 
     def __str__(self) -> str:
@@ -143,9 +159,11 @@ class BoundPredicate(Expression):
 
     @property
     def literal(self) -> Any:
+        """The one literal of a comparison."""
         return self.literals[0]
 
     def negate(self) -> BoundPredicate:
+        """The predicate true exactly where this one is false, on the same field."""
         return BoundPredicate(self.op.negated, self.field_id, self.type, self.literals, self.term)
 
     def __str__(self) -> str:
@@ -187,6 +205,7 @@ def or_(*exprs: Expression) -> Expression:
 
 
 def not_(expr: Expression) -> Expression:
+    """The negation of `expr`, simplified: constants flip and a double negation cancels."""
     if isinstance(expr, AlwaysTrue):
         return FALSE
     if isinstance(expr, AlwaysFalse):
@@ -230,6 +249,7 @@ def predicates(expr: Expression) -> Iterable[Expression]:
 
 
 def referenced_field_ids(expr: Expression) -> set[int]:
+    """The field ids a bound expression's predicates read."""
     return {p.field_id for p in predicates(expr) if isinstance(p, BoundPredicate)}
 
 

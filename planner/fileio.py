@@ -35,35 +35,18 @@ from meltwater.planner.errors import NoSuchFileError, StorageError
 
 
 class FileIO(Protocol):
+    """What the planner and the readers need of storage; `PyArrowFileIO` is the implementation,
+    tests may pass their own."""
+
     def open_input(self, location: str) -> Any:
         """A random-access readable file (a pyarrow NativeFile)."""
 
-    def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes: ...
+    def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
+        """The bytes of a file, or `length` of them from `offset`; NoSuchFileError if it is
+        absent."""
 
-    def _storage_error(self, error: BaseException, location: str) -> StorageError:
-        """`_storage_error`, and when the credentials these properties carry have expired
-        (a catalog's vended `s3.session-token-expires-at-ms`), that: an S3 server answering
-        a HEAD request has no body to say why it refuses."""
-        found = _storage_error(error, location)
-        expires = self.properties.get("s3.session-token-expires-at-ms")
-        if expires and expires.isdigit() and int(expires) <= time.time() * 1000:
-            at = dt.datetime.fromtimestamp(int(expires) / 1000, dt.timezone.utc)
-            return StorageError(f"{location}: the credentials expired at "
-                                f"{at.isoformat(timespec='seconds')} ({found})")
-        return found
-
-    def _require_bucket(self, fs: pafs.FileSystem, path: str, location: str) -> None:
-        """An empty listing on an object store: say so if the bucket itself is missing
-        (listing a missing bucket answers "nothing here", which would read as no table)."""
-        bucket = path.split("/", 1)[0]
-        try:
-            missing = fs.get_file_info(bucket).type == pafs.FileType.NotFound
-        except OSError as error:
-            raise self._storage_error(error, location) from error
-        if missing:
-            raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
-
-    def exists(self, location: str) -> bool: ...
+    def exists(self, location: str) -> bool:
+        """Whether a file exists at the location."""
 
     def list_dir(self, location: str) -> list[str]:
         """Full locations of the files directly inside a directory."""
@@ -85,7 +68,7 @@ class PyArrowFileIO:
         return {"properties": self.properties}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["properties"])
+        PyArrowFileIO.__init__(self, state["properties"])
 
     def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
         """The filesystem for a location and the path inside it."""
@@ -115,7 +98,8 @@ class PyArrowFileIO:
         except (OSError, ValueError, ImportError) as error:
             raise self._storage_error(error, location) from error
 
-    def _cached(self, key: tuple[str, str], make: Callable[[], pafs.FileSystem]):
+    def _cached(self, key: tuple[str, str],
+                make: Callable[[], pafs.FileSystem]) -> pafs.FileSystem:
         with self._lock:
             fs = self._filesystems.get(key)
             if fs is None:
@@ -123,6 +107,7 @@ class PyArrowFileIO:
             return fs
 
     def open_input(self, location: str) -> Any:
+        """A random-access readable file (a pyarrow NativeFile); NoSuchFileError if it is absent."""
         fs, path = self.resolve(location)
         try:
             return fs.open_input_file(path)
@@ -136,10 +121,13 @@ class PyArrowFileIO:
             raise self._storage_error(error, location) from error
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
+        """The bytes of a file, or `length` of them from `offset`; NoSuchFileError if it is
+        absent."""
         with self.open_input(location) as handle:
             if offset:
                 handle.seek(offset)
-            return handle.read() if length is None else handle.read(length)
+            data: bytes = handle.read() if length is None else handle.read(length)
+            return data
 
     def is_local(self, location: str) -> bool:
         """Whether a location is on this machine's filesystem: reading it waits on no network."""
@@ -169,13 +157,15 @@ class PyArrowFileIO:
             raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
 
     def exists(self, location: str) -> bool:
+        """Whether a file exists at the location."""
         fs, path = self.resolve(location)
         try:
-            return fs.get_file_info(path).type != pafs.FileType.NotFound
+            return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
         except OSError as error:
             raise self._storage_error(error, location) from error
 
     def list_dir(self, location: str) -> list[str]:
+        """Full locations of the files directly inside a directory; none if it is absent."""
         fs, path = self.resolve(location)
         try:
             infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))

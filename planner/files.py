@@ -17,18 +17,26 @@ from typing import Any
 
 
 class FileContent(IntEnum):
+    """What a data file entry holds: rows, position deletes or equality deletes (the spec's
+    `content` codes)."""
+
     DATA = 0
     POSITION_DELETES = 1
     EQUALITY_DELETES = 2
 
 
 class EntryStatus(IntEnum):
+    """A manifest entry's status: whether the snapshot that wrote it added, kept or removed the
+    file."""
+
     EXISTING = 0
     ADDED = 1
     DELETED = 2
 
 
 class ManifestContent(IntEnum):
+    """Whether a manifest lists data files or delete files."""
+
     DATA = 0
     DELETES = 1
 
@@ -61,6 +69,8 @@ class DataFile:
 
     @property
     def is_deletion_vector(self) -> bool:
+        """Whether this is a v3 deletion vector (a blob in a Puffin file) rather than a delete
+        file."""
         return self.file_format == "PUFFIN"
 
     @property
@@ -113,6 +123,8 @@ class ManifestEntry:
 
 @dataclass(frozen=True)
 class PartitionFieldSummary:
+    """A manifest's summary of one partition field over its files, for pruning whole manifests."""
+
     contains_null: bool
     contains_nan: bool | None
     lower_bound: Any
@@ -141,10 +153,13 @@ class ManifestFile:
     first_row_id: int | None = None
 
     def has_added_files(self) -> bool:
+        """Whether the manifest may list ADDED entries (unknown counts: it may)."""
         return self.added_files_count is None or self.added_files_count > 0
 
     def has_existing_files(self) -> bool:
+        """Whether the manifest may list EXISTING entries (unknown counts: it may)."""
         return self.existing_files_count is None or self.existing_files_count > 0
 
     def has_deleted_files(self) -> bool:
+        """Whether the manifest may list DELETED entries (unknown counts: it may)."""
         return self.deleted_files_count is None or self.deleted_files_count > 0

@@ -8,7 +8,6 @@ partition columns. This module joins the two, so neither needs the other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from meltwater.planner.errors import FilterError
 from meltwater.planner.evaluators import (
@@ -19,7 +18,11 @@ from meltwater.planner.evaluators import (
 from meltwater.planner.expressions import Expression, bind
 from meltwater.planner.files import DataFile, ManifestFile
 from meltwater.planner.partitioning import PartitionSpec
-from meltwater.planner.projections import inclusive_projection, residual_evaluator
+from meltwater.planner.projections import (
+    ResidualEvaluator,
+    inclusive_projection,
+    residual_evaluator,
+)
 from meltwater.planner.types import Schema
 
 
@@ -49,7 +52,7 @@ class FilterEvaluators:
         self._partition_filters: dict[int, Expression] = {}
         self._manifest: dict[int, ManifestEvaluator] = {}
         self._partition: dict[int, PartitionEvaluator] = {}
-        self._residual: dict[int, Any] = {}
+        self._residual: dict[int, ResidualEvaluator] = {}
         self._metrics: InclusiveMetricsEvaluator | None = None
 
     def _spec(self, spec_id: int) -> PartitionSpec:
@@ -67,18 +70,20 @@ class FilterEvaluators:
         return self._partition_filters[spec_id]
 
     def manifest_evaluator(self, spec_id: int) -> ManifestEvaluator:
+        """The evaluator pruning manifests of spec `spec_id` by their partition summaries."""
         if spec_id not in self._manifest:
             self._manifest[spec_id] = ManifestEvaluator(self._spec(spec_id),
                                                         self.partition_filter(spec_id))
         return self._manifest[spec_id]
 
     def partition_evaluator(self, spec_id: int) -> PartitionEvaluator:
+        """The evaluator pruning files of spec `spec_id` by their partition tuples."""
         if spec_id not in self._partition:
             self._partition[spec_id] = PartitionEvaluator(self._spec(spec_id),
                                                           self.partition_filter(spec_id))
         return self._partition[spec_id]
 
-    def residual_evaluator(self, spec_id: int) -> Any:
+    def residual_evaluator(self, spec_id: int) -> ResidualEvaluator:
         """A `projections.ResidualEvaluator` for spec `spec_id`."""
         if spec_id not in self._residual:
             self._residual[spec_id] = residual_evaluator(
@@ -87,6 +92,7 @@ class FilterEvaluators:
 
     @property
     def metrics_evaluator(self) -> InclusiveMetricsEvaluator:
+        """The evaluator pruning files by their column metrics (one for every spec)."""
         if self._metrics is None:
             self._metrics = InclusiveMetricsEvaluator(self.schema, self.row_filter,
                                                       self.case_sensitive)

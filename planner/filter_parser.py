@@ -72,6 +72,8 @@ _TYPED_LITERALS = ("date", "time", "timestamp", "timestamptz", "timestamp_ntz",
 
 @dataclass(frozen=True)
 class Token:
+    """One token of a filter's text, with its position for error messages."""
+
     kind: str  # number, string, name, quoted (an escaped identifier), op, punct, end
     text: str  # the source text
     pos: int
@@ -82,12 +84,13 @@ class Token:
         return self.text.lower() if self.kind == "name" else ""
 
     def describe(self) -> str:
+        """The token as an error message names it."""
         return "end of input" if self.kind == "end" else repr(self.text)
 
 
 def tokenize(text: str) -> list[Token]:
     """Split a filter into tokens; FilterError at the first character that starts none."""
-    tokens = []
+    tokens: list[Token] = []
     pos = 0
     while pos < len(text):
         match = _TOKEN.match(text, pos)
@@ -97,6 +100,7 @@ def tokenize(text: str) -> list[Token]:
                                   f"starting at position {pos}")
             raise FilterError(f"filter: unexpected character {text[pos]!r} at position {pos}")
         kind = match.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind in ("backtick", "dquote"):
             kind = "quoted"
         if kind != "space":

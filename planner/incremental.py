@@ -126,6 +126,8 @@ class IncrementalPlanner:
 
     def plan_commit(self, snapshot: Snapshot, ordinal: int, *,
                     appends_only: bool = False) -> CommitChanges:
+        """The change tasks of one commit (`ordinal`: its place in the range); with
+        `appends_only`, only the files an append added."""
         commit = ChangeCommit(ordinal, snapshot.snapshot_id, snapshot.sequence_number,
                               snapshot.timestamp_ms, snapshot.operation)
         if snapshot.operation in NO_CHANGE_OPERATIONS or (
@@ -142,12 +144,12 @@ class IncrementalPlanner:
             return entry.snapshot_id == sid
 
         if appends_only:
-            tasks = [AddedRowsTask(commit, e.file, e.sequence_number)
-                     for e in self._data(written(data_manifests),
-                                         statuses=frozenset({EntryStatus.ADDED}),
-                                         entry_filter=by_commit)]
-            self.stats.add(tasks=len(tasks))
-            return CommitChanges(commit, tuple(tasks))
+            appended = [AddedRowsTask(commit, e.file, e.sequence_number)
+                        for e in self._data(written(data_manifests),
+                                            statuses=frozenset({EntryStatus.ADDED}),
+                                            entry_filter=by_commit)]
+            self.stats.add(tasks=len(appended))
+            return CommitChanges(commit, tuple(appended))
         changed_data = self._data(written(data_manifests), statuses=CHANGED,
                                   entry_filter=by_commit)
         added_data = [e for e in changed_data if e.status == EntryStatus.ADDED]

@@ -93,7 +93,8 @@ def to_string(value: Any, type_: PrimitiveType) -> str:
         return "null"
     kind = type_.kind
     if kind in ("date", "time"):
-        return to_python(value, type_).isoformat()
+        moment: dt.date | dt.time = to_python(value, type_)
+        return moment.isoformat()
     if kind in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
         nanos = value if kind.endswith("_ns") else value * NANOS_PER_MICRO
         seconds, frac = divmod(nanos, 1_000_000_000)
@@ -104,7 +105,8 @@ def to_string(value: Any, type_: PrimitiveType) -> str:
             text += "." + str(frac // scale).rjust(digits, "0")
         return text + ("+00:00" if kind.startswith("timestamptz") else "")
     if kind in ("fixed", "binary"):
-        return value.hex()
+        data: bytes = value
+        return data.hex()
     return str(value)
 
 
@@ -117,7 +119,7 @@ def _reject_bool(value: Any, type_: PrimitiveType) -> None:
         raise TypeError(f"a boolean is not a {type_} value")
 
 
-def _to_boolean(value: Any, type_: PrimitiveType) -> bool:
+def _to_boolean(value: Any, _type: PrimitiveType) -> bool:
     if isinstance(value, bool):
         return value
     raise TypeError(f"{type(value).__name__} is not a boolean value")
@@ -172,6 +174,8 @@ def rescale_decimal(value: Decimal, scale: int, precision: int | None = None) ->
     context's default 28-digit rounding.
     """
     sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):  # "n", "N", "F": NaN, signaling NaN, infinity
+        raise ValueError(f"{value} is not a finite decimal")
     unscaled = int("".join(map(str, digits)) or "0")
     shift = exponent + scale
     if shift >= 0:
@@ -299,13 +303,13 @@ def _to_timestamp(value: Any, type_: PrimitiveType) -> int:
 # -- strings, uuids, bytes ---------------------------------------------------------------------
 
 
-def _to_string(value: Any, type_: PrimitiveType) -> str:
+def _to_string(value: Any, _type: PrimitiveType) -> str:
     if isinstance(value, str):
         return value
     raise TypeError(f"{type(value).__name__} is not a string value")
 
 
-def _to_uuid(value: Any, type_: PrimitiveType) -> uuid.UUID:
+def _to_uuid(value: Any, _type: PrimitiveType) -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, str):

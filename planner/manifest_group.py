@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from meltwater.planner.delete_index import DeleteFileIndex
 from meltwater.planner.evaluators import ManifestEvaluator
@@ -77,15 +78,19 @@ class PlanStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
+        """Add to counters by name; thread-safe, as manifests are read in parallel."""
         with self._lock:
             for name, value in counts.items():
                 setattr(self, name, getattr(self, name) + value)
 
     def as_dict(self) -> dict[str, int]:
+        """The counters by name, as `meltwater plan` and the benchmarks report them."""
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
 
 def default_workers() -> int:
+    """Threads for reading manifests from object stores: a few more than cores, as they wait on
+    the network."""
     return min(8, (os.cpu_count() or 2) + 2)
 
 
@@ -151,7 +156,7 @@ class ManifestGroup:
         self._whole_filter = any(getattr(p, "op", None) in _NULL_SENSITIVE
                                  for p in predicates(rewrite_not(row_filter)))
 
-    def _residual(self, spec_id: int, partition: tuple) -> Expression:
+    def _residual(self, spec_id: int, partition: tuple[Any, ...]) -> Expression:
         if self.ignore_residuals or not self._filtered:
             return TRUE
         if self._whole_filter:
@@ -183,7 +188,7 @@ class ManifestGroup:
             self._partition_checks[spec_id] = allows
         return allows(manifest)
 
-    def _matching_manifests(self, manifests: Iterable[ManifestFile]):
+    def _matching_manifests(self, manifests: Iterable[ManifestFile]) -> Iterator[ManifestFile]:
         for manifest in manifests:
             if not self._may_hold_wanted_statuses(manifest):
                 self.stats.add(manifests_skipped_by_counts=1)
@@ -232,7 +237,9 @@ class ManifestGroup:
             return True
         return self._evaluators.metrics_evaluator.may_match(entry.file)
 
-    def _map_manifests(self, manifests: list[ManifestFile], work: Callable[[ManifestFile], list]):
+    def _map_manifests(self, manifests: list[ManifestFile],
+                       work: Callable[[ManifestFile], list[ManifestEntry]],
+                       ) -> list[list[ManifestEntry]]:
         """Apply `work` to each manifest, on a thread pool when reads wait on a network.
 
         Threads overlap the round trips of object stores. Decoding holds the GIL, so on a

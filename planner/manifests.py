@@ -19,7 +19,7 @@ import datetime as dt
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -50,8 +50,8 @@ _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _partition_value(value: Any, type_: IcebergType) -> Any:
-    """fastavro applies Avro logical types; turn its objects back into internal values."""
+def _partition_value(value: Any, type_: IcebergType | None) -> Any:
+    """Turn the objects fastavro makes of Avro logical types back into internal values."""
     if value is None:
         return None
     if isinstance(value, dt.datetime):
@@ -97,7 +97,8 @@ class _Decoder:
     def partition(self, spec: PartitionSpec, record: dict[str, Any] | None) -> tuple[Any, ...]:
         if not spec.fields:
             return ()
-        types = self.partition_types.get(spec.spec_id) or [None] * len(spec.fields)
+        types: Sequence[IcebergType | None] = (self.partition_types.get(spec.spec_id)
+                                               or [None] * len(spec.fields))
         record = record or {}
         return tuple(_partition_value(record.get(f.name), t)
                      for f, t in zip(spec.fields, types, strict=True))
@@ -107,7 +108,7 @@ def _counts(pairs: list[dict[str, Any]] | None) -> Mapping[int, int]:
     return MetricMap(pairs) if pairs else {}
 
 
-def _open_avro(io: FileIO, location: str, what: str):
+def _open_avro(io: FileIO, location: str, what: str) -> AvroFile:
     try:
         data = io.read_bytes(location)
     except NoSuchFileError:
@@ -327,7 +328,10 @@ class ManifestCache:
             self.hits += 1
         return found
 
-    def get(self, key: object, load: Callable[[], tuple[ManifestEntry, ...]]):
+    def get(self, key: object, load: Callable[[], tuple[ManifestEntry, ...]],
+            ) -> tuple[ManifestEntry, ...]:
+        """The entries of `key`, from the cache or from `load` (called outside the lock, so reads
+        overlap)."""
         with self._lock:
             found = self._found(key)
             if found is not None:
@@ -357,6 +361,7 @@ class ManifestCache:
             return count
 
     def clear(self) -> None:
+        """Drop every cached manifest and reset the size count."""
         with self._lock:
             self._items.clear()
             self._partial_reads.clear()
@@ -384,6 +389,8 @@ class ManifestReader:
         self._decoder = _Decoder(metadata)
 
     def manifest_list(self, snapshot: Snapshot) -> list[ManifestFile]:
+        """The manifests a snapshot lists; UnsupportedFeatureError for a v1 snapshot without a
+        manifest list."""
         if snapshot.manifest_list is None:
             raise UnsupportedFeatureError(
                 f"snapshot {snapshot.snapshot_id} lists manifests inline (format v1 without a "

@@ -34,13 +34,15 @@ from meltwater.planner.partitioning import (
     parse_v1_spec,
 )
 from meltwater.planner.table_source import TableSource, parse_table_source
-from meltwater.planner.types import IcebergType, Schema, child_fields, parse_schema
+from meltwater.planner.types import IcebergType, NestedField, Schema, child_fields, parse_schema
 
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
 class Snapshot:
+    """One commit of a table, as its metadata file records it."""
+
     snapshot_id: int
     parent_id: int | None
     sequence_number: int
@@ -54,11 +56,14 @@ class Snapshot:
 
     @property
     def operation(self) -> str:
+        """What the commit did (`append`, `overwrite`, `delete`, `replace`); empty if unrecorded."""
         return self.summary.get("operation", "")
 
 
 @dataclass(frozen=True)
 class SnapshotRef:
+    """A named branch or tag and the snapshot it points to."""
+
     name: str
     snapshot_id: int
     type: str  # branch or tag
@@ -66,12 +71,16 @@ class SnapshotRef:
 
 @dataclass(frozen=True)
 class SnapshotLogEntry:
+    """When a snapshot became the table's current one."""
+
     timestamp_ms: int
     snapshot_id: int
 
 
 @dataclass(frozen=True)
 class TableMetadata:
+    """A table's metadata file, parsed: schemas, specs, snapshots, refs and properties."""
+
     format_version: int
     table_uuid: str | None
     location: str
@@ -94,19 +103,23 @@ class TableMetadata:
 
     @property
     def schema(self) -> Schema:
+        """The table's current schema."""
         return self.schemas[self.current_schema_id]
 
     @property
     def spec(self) -> PartitionSpec:
+        """The partition spec new data is written with."""
         return self.specs[self.default_spec_id]
 
     @property
     def current_snapshot(self) -> Snapshot | None:
+        """The snapshot the table's main branch points at; None for an empty table."""
         if self.current_snapshot_id is None:
             return None
         return self.snapshots.get(self.current_snapshot_id)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
+        """The snapshot with this id; NoSuchSnapshotError if it expired or never existed."""
         try:
             return self.snapshots[snapshot_id]
         except KeyError:
@@ -115,6 +128,7 @@ class TableMetadata:
                 "(expired or never committed)") from None
 
     def snapshot_for_ref(self, name: str) -> Snapshot:
+        """The snapshot a branch or tag points at; NoSuchSnapshotError naming the refs there are."""
         ref = self.refs.get(name)
         if ref is None:
             known = ", ".join(sorted(self.refs)) or "none"
@@ -157,7 +171,7 @@ class TableMetadata:
         """Every field id ever used, with its newest type: decodes bounds of any file."""
         types: dict[int, IcebergType] = {}
 
-        def visit(fields) -> None:
+        def visit(fields: tuple[NestedField, ...]) -> None:
             for f in fields:
                 types[f.field_id] = f.type
                 visit(child_fields(f.type))
@@ -357,6 +371,8 @@ def find_metadata_location(location: str, io: FileIO) -> str:
 
 
 def read_metadata(metadata_location: str, io: FileIO) -> TableMetadata:
+    """Parse the metadata file at `metadata_location` (gzipped or not); NoSuchTableError if
+    absent, CorruptMetadataError if unreadable."""
     try:
         raw = io.read_bytes(metadata_location)
     except NoSuchFileError:
@@ -402,6 +418,7 @@ class Table:
 
     @property
     def location(self) -> str:
+        """The table's base location, from its metadata."""
         return self.metadata.location
 
     @property

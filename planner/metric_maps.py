@@ -55,6 +55,7 @@ class MetricMap(Mapping[int, Any]):
         return raw
 
     def get(self, field_id: int, default: Any = None) -> Any:
+        """The metric of `field_id`, decoded on first use; `default` when absent or undecodable."""
         value = self._values.get(field_id, _UNSEEN)
         if value is _UNSEEN:
             value = self._lookup(field_id)

@@ -61,6 +61,8 @@ class StreamOffset:
 
     @classmethod
     def from_json(cls, obj: Any) -> StreamOffset:
+        """The offset a checkpoint stored (`to_json`'s form); OffsetError for anything else,
+        naming what is wrong."""
         if not isinstance(obj, dict):
             raise OffsetError(f"offset {obj!r}: expected a JSON object")
         version = obj.get("version")
@@ -130,9 +132,11 @@ class Budget:
 
     @property
     def unlimited(self) -> bool:
+        """Whether no limit is set: a micro-batch may read everything there is."""
         return self.max_files is None and self.max_rows is None and self.max_bytes is None
 
     def fits(self, cost: Cost) -> bool:
+        """Whether reading something of this cost stays within every limit."""
         return ((self.max_files is None or cost.files <= self.max_files)
                 and (self.max_rows is None or cost.rows <= self.max_rows)
                 and (self.max_bytes is None or cost.bytes <= self.max_bytes))
@@ -159,6 +163,7 @@ class CommitPart:
 
     @property
     def whole(self) -> bool:
+        """Whether the part holds all of its commit's tasks."""
         return self.first_task == 0 and len(self.changes.tasks) == self.task_count
 
     @property
@@ -170,6 +175,7 @@ class CommitPart:
 
     @property
     def cost(self) -> Cost:
+        """What reading the part's tasks costs."""
         total = Cost()
         for task in self.changes.tasks:
             total += task_cost(task)

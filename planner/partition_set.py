@@ -24,7 +24,7 @@ from meltwater.planner.expressions import (
 )
 from meltwater.planner.files import partition_key
 from meltwater.planner.partitioning import PartitionSpec
-from meltwater.planner.types import PrimitiveType, Schema
+from meltwater.planner.types import IcebergType, PrimitiveType, Schema
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
 
@@ -40,12 +40,15 @@ class PartitionSet:
         self._members: dict[int, dict[tuple[Any, ...], tuple[Any, ...]]] = {}
 
     def add(self, spec_id: int, partition: tuple[Any, ...]) -> None:
+        """Add the partition tuple of a file of spec `spec_id`."""
         self._members.setdefault(spec_id, {}).setdefault(partition_key(partition), partition)
 
     def add_everything(self) -> None:
+        """Make the set hold every partition (a global delete reaches them all)."""
         self.everything = True
 
     def is_empty(self) -> bool:
+        """Whether no partition was added: a filter for it would match nothing."""
         return not (self.everything or self._members)
 
     def __contains__(self, key: PartitionKey) -> bool:
@@ -67,7 +70,8 @@ class PartitionSet:
         return _any_of([_equal_to(spec, types, partition) for partition in members.values()])
 
 
-def _equal_to(spec: PartitionSpec, types: list, partition: tuple[Any, ...]) -> Expression:
+def _equal_to(spec: PartitionSpec, types: list[IcebergType],
+              partition: tuple[Any, ...]) -> Expression:
     """The partition equals `partition`: each field equal to its value, null or NaN."""
     if len(partition) != len(spec.fields):
         return TRUE  # a tuple not of this spec's shape: nothing can be ruled out

@@ -25,6 +25,9 @@ from meltwater.planner.types import (
 
 @dataclass(frozen=True)
 class PartitionField:
+    """One field of a partition spec: the source column, the transform, and the field's own id
+    and name."""
+
     source_id: int
     field_id: int
     transform: str
@@ -44,6 +47,8 @@ class PartitionField:
 
 @dataclass(frozen=True)
 class PartitionSpec:
+    """How a table's data files are partitioned: files of one spec share a partition tuple shape."""
+
     spec_id: int
     fields: tuple[PartitionField, ...]
 
@@ -66,6 +71,7 @@ UNPARTITIONED = PartitionSpec(0, ())
 
 
 def parse_spec(obj: dict[str, Any]) -> PartitionSpec:
+    """A partition spec from its JSON form in table metadata."""
     return PartitionSpec(obj.get("spec-id", 0), tuple(
         PartitionField(f["source-id"], f["field-id"], f["transform"], f["name"])
         for f in obj.get("fields", ())))
@@ -80,6 +86,8 @@ def parse_v1_spec(fields: list[dict[str, Any]]) -> PartitionSpec:
 
 @dataclass(frozen=True)
 class SortField:
+    """One field of a sort order, as table metadata records it."""
+
     source_id: int
     transform: str
     direction: str
@@ -88,11 +96,14 @@ class SortField:
 
 @dataclass(frozen=True)
 class SortOrder:
+    """A table's declared sort order (kept for completeness; planning does not use it)."""
+
     order_id: int
     fields: tuple[SortField, ...]
 
 
 def parse_sort_order(obj: dict[str, Any]) -> SortOrder:
+    """A sort order from its JSON form in table metadata."""
     return SortOrder(obj.get("order-id", 0), tuple(
         SortField(f["source-id"], f["transform"], f["direction"], f["null-order"])
         for f in obj.get("fields", ())))

@@ -145,7 +145,8 @@ def _is_day_of_date(transform: Transform, source: PrimitiveType) -> bool:
 
 
 def _stepper(type_: PrimitiveType) -> Callable[[Any, int], Any]:
-    """v + n units of the type's last place (1 for ints and times, 10**-scale for decimals)."""
+    """Add `n` units of the type's last place to `v` (1 for ints and times, 10**-scale for
+    decimals)."""
     if type_.kind == "decimal":
         scale = type_.scale
         return lambda v, n: decimal_from_unscaled(decimal_unscaled(v, scale) + n, scale)
@@ -319,6 +320,8 @@ class Projection:
         raise FilterError(f"cannot project {expr}")
 
     def project_leaf(self, pred: BoundPredicate) -> Expression:
+        """Project one predicate onto every partition field of its column, combined as inclusive
+        or strict projection requires."""
         fields = self._by_source.get(pred.field_id, ())
         parts = [project_predicate(f, pred, self.strict) for f in fields]
         if self.strict:

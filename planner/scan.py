@@ -36,6 +36,7 @@ class TableScan:
 
     @cached_property
     def snapshot(self) -> Snapshot | None:
+        """The snapshot scanned (by id, ref or time; default current); None for an empty table."""
         return resolve_snapshot(self.table, self.snapshot_id, self.ref, self.as_of_ms)
 
     @cached_property
@@ -52,6 +53,7 @@ class TableScan:
 
     @cached_property
     def bound_filter(self) -> Expression:
+        """The row filter parsed if text and bound to the scanned schema."""
         expression = self.row_filter
         if isinstance(expression, str):
             from meltwater.planner.filter_parser import parse_filter
@@ -71,6 +73,7 @@ class TableScan:
                       self.schema.identifier_field_ids)
 
     def manifest_group(self) -> ManifestGroup:
+        """The snapshot's manifests with the filter, ready to plan from."""
         reader = ManifestReader(self.table.metadata, self.table.io, self.cache)
         data, deletes = (listed_manifests(reader, self.snapshot, self.stats)
                          if self.snapshot else ([], []))
@@ -78,11 +81,13 @@ class TableScan:
                              workers=self.workers, stats=self.stats)
 
     def plan_files(self) -> list[FileScanTask]:
+        """One task per live data file the filter may match, with its deletes."""
         if self.snapshot is None:
             return []
         return self.manifest_group().plan_files()
 
     def plan_tasks(self) -> list[ScanTaskGroup]:
+        """The file tasks split and packed into groups by the table's split properties."""
         split = SplitOptions.of_table(self.table.metadata.properties)
         return plan_task_groups(self.plan_files(), split.target_size, split.lookback,
                                 split.open_file_cost)

@@ -79,11 +79,14 @@ def split_task(task: FileScanTask, target_size: int) -> list[FileScanTask]:
 
 
 def split_tasks(tasks: Iterable[FileScanTask], target_size: int) -> Iterator[FileScanTask]:
+    """Every task split at its file's split offsets into parts of about `target_size` bytes."""
     for task in tasks:
         yield from split_task(task, target_size)
 
 
 def task_weight(task: FileScanTask, open_file_cost: int) -> int:
+    """What a task weighs when packing: its bytes, but at least `open_file_cost` per file it
+    opens."""
     return max(task.size_in_bytes, task.files_count * open_file_cost)
 
 
@@ -111,6 +114,7 @@ def pack_tasks(tasks: Iterable[FileScanTask], target_size: int = DEFAULT_TARGET_
 def plan_task_groups(tasks: Iterable[FileScanTask], target_size: int = DEFAULT_TARGET_SIZE,
                      lookback: int = DEFAULT_LOOKBACK,
                      open_file_cost: int = DEFAULT_OPEN_FILE_COST) -> list[ScanTaskGroup]:
+    """Split tasks and pack them into groups of about `target_size` by weight, as Iceberg does."""
     return pack_tasks(split_tasks(tasks, target_size), target_size, lookback, open_file_cost)
 
 

@@ -93,6 +93,7 @@ class TableSource:
 
     @property
     def is_catalog_table(self) -> bool:
+        """Whether the table is named in a catalog (else it is a location)."""
         return self.identifier is not None
 
     def with_io_properties(self, properties: Mapping[str, str]) -> TableSource:

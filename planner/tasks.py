@@ -28,10 +28,12 @@ class DeleteFileRef:
 
     @property
     def is_position(self) -> bool:
+        """Whether the file deletes rows by position (a position delete file or DV)."""
         return self.file.content == FileContent.POSITION_DELETES
 
     @property
     def is_equality(self) -> bool:
+        """Whether the file deletes rows by column values."""
         return self.file.content == FileContent.EQUALITY_DELETES
 
 
@@ -60,6 +62,7 @@ class FileScanTask:
 
     @property
     def files_count(self) -> int:
+        """The files reading the task opens: the data file and its delete files."""
         return 1 + len(self.deletes)
 
 
@@ -71,4 +74,5 @@ class ScanTaskGroup:
 
     @property
     def size_in_bytes(self) -> int:
+        """The bytes the group's tasks read."""
         return sum(t.size_in_bytes for t in self.tasks)

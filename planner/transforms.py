@@ -69,12 +69,15 @@ class Transform:
         return bound
 
     def can_transform(self, source_type: PrimitiveType) -> bool:
+        """Whether the transform applies to values of this type."""
         raise NotImplementedError
 
     def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+        """The type of the transform's results for a source of this type."""
         return source_type
 
     def apply(self, value: Any) -> Any:
+        """The transform of one internal value; null stays null."""
         if value is None:
             return None
         return self._apply(value)
@@ -104,9 +107,12 @@ class Transform:
 
 
 class IdentityTransform(Transform):
+    """The value itself."""
+
     preserves_order = True
 
     def can_transform(self, source_type: PrimitiveType) -> bool:
+        """Whether values of this type can be partition values as they are."""
         return source_type.kind not in _NOT_IDENTITY
 
     def _apply(self, value: Any) -> Any:
@@ -119,10 +125,12 @@ class IdentityTransform(Transform):
 class VoidTransform(Transform):
     """Always null: what v1 tables leave where a partition field was dropped."""
 
-    def can_transform(self, source_type: PrimitiveType) -> bool:
+    def can_transform(self, _source_type: PrimitiveType) -> bool:
+        """Always: any column can be voided."""
         return True
 
-    def apply(self, value: Any) -> Any:
+    def apply(self, _value: Any) -> Any:
+        """Always null."""
         return None
 
     def __str__(self) -> str:
@@ -136,13 +144,15 @@ class UnknownTransform(Transform):
         super().__init__(source_type)
         self.name = name
 
-    def can_transform(self, source_type: PrimitiveType) -> bool:
+    def can_transform(self, _source_type: PrimitiveType) -> bool:
+        """Always: the type is not checked for a transform not understood."""
         return True
 
-    def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+    def result_type(self, _source_type: PrimitiveType) -> PrimitiveType:
+        """The unknown type: values of an unknown transform are not interpreted."""
         return PrimitiveType("unknown")
 
-    def _apply(self, value: Any) -> Any:
+    def _apply(self, _value: Any) -> Any:
         raise ValueError(f"unknown partition transform {self.name!r}")
 
     def __str__(self) -> str:
@@ -159,9 +169,11 @@ class BucketTransform(Transform):
         self.num_buckets = num_buckets
 
     def can_transform(self, source_type: PrimitiveType) -> bool:
+        """Whether the spec defines a bucket hash for this type."""
         return source_type.kind in _BUCKET_KINDS
 
-    def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+    def result_type(self, _source_type: PrimitiveType) -> PrimitiveType:
+        """Bucket numbers are ints."""
         return INT
 
     def _apply(self, value: Any) -> int:
@@ -210,6 +222,8 @@ class TruncateTransform(Transform):
         self.width = width
 
     def can_transform(self, source_type: PrimitiveType) -> bool:
+        """Whether the spec defines truncation for this type (ints, longs, decimals, strings,
+        binary)."""
         return source_type.kind in _TRUNCATE_KINDS
 
     def _apply(self, value: Any) -> Any:
@@ -217,8 +231,13 @@ class TruncateTransform(Transform):
         if isinstance(value, (str, bytes)):
             return value[:width]
         if isinstance(value, Decimal):
-            scale = (self.source_type.scale if self.source_type is not None
-                     else -value.as_tuple().exponent)
+            exponent = value.as_tuple().exponent
+            if self.source_type is not None:
+                scale = self.source_type.scale
+            elif isinstance(exponent, int):
+                scale = -exponent
+            else:  # "n", "N", "F": NaN, signaling NaN, infinity
+                raise ValueError(f"{value} is not a finite decimal")
             unscaled = decimal_unscaled(value, scale)
             return decimal_from_unscaled(unscaled - unscaled % width, scale)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -236,10 +255,12 @@ class TimeTransform(Transform):
     unit = ""
 
     def can_transform(self, source_type: PrimitiveType) -> bool:
+        """Whether values of this type have this unit (dates have no hours)."""
         kind = source_type.kind
         return kind in _TIMESTAMP_KINDS or (kind == "date" and self.unit != "hour")
 
-    def result_type(self, source_type: PrimitiveType) -> PrimitiveType:
+    def result_type(self, _source_type: PrimitiveType) -> PrimitiveType:
+        """Days are dates; years, months and hours are ints counted from 1970."""
         return DATE if self.unit == "day" else INT
 
     def _apply(self, value: int) -> int:
@@ -264,18 +285,26 @@ class TimeTransform(Transform):
 
 
 class YearTransform(TimeTransform):
+    """Years since 1970."""
+
     unit = "year"
 
 
 class MonthTransform(TimeTransform):
+    """Months since 1970-01."""
+
     unit = "month"
 
 
 class DayTransform(TimeTransform):
+    """Days since 1970-01-01, as a date."""
+
     unit = "day"
 
 
 class HourTransform(TimeTransform):
+    """Hours since 1970-01-01 00:00."""
+
     unit = "hour"
 
 

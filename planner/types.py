@@ -70,21 +70,31 @@ class PrimitiveType(IcebergType):
 
     @property
     def precision(self) -> int:
-        return int(_DECIMAL.fullmatch(self.name).group(1))
+        """A decimal's total digits; SchemaError for other types."""
+        return self._parameter(_DECIMAL, 1, "precision")
 
     @property
     def scale(self) -> int:
-        return int(_DECIMAL.fullmatch(self.name).group(2))
+        """A decimal's digits after the point; SchemaError for other types."""
+        return self._parameter(_DECIMAL, 2, "scale")
 
     @property
     def length(self) -> int:
-        return int(_FIXED.fullmatch(self.name).group(1))
+        """A fixed type's byte length; SchemaError for other types."""
+        return self._parameter(_FIXED, 1, "length")
+
+    def _parameter(self, pattern: re.Pattern[str], group: int, what: str) -> int:
+        match = pattern.fullmatch(self.name)
+        if match is None:
+            raise SchemaError(f"type {self.name} has no {what}")
+        return int(match.group(group))
 
     def __str__(self) -> str:
         return self.name
 
 
 def primitive(name: str) -> PrimitiveType:
+    """A primitive type by name as users write it: spaces in `decimal(9, 2)` allowed."""
     return PrimitiveType(re.sub(r"\s+", "", name) if "(" in name else name)
 
 
@@ -117,9 +127,12 @@ class NestedField:
 
 @dataclass(frozen=True)
 class StructType(IcebergType):
+    """A struct: fields with ids, in order."""
+
     fields: tuple[NestedField, ...]
 
     def field(self, field_id: int) -> NestedField | None:
+        """The child field with this id, if there is one."""
         return next((f for f in self.fields if f.field_id == field_id), None)
 
     def __str__(self) -> str:
@@ -128,12 +141,15 @@ class StructType(IcebergType):
 
 @dataclass(frozen=True)
 class ListType(IcebergType):
+    """A list, its element a field with its own id."""
+
     element_id: int
     element_type: IcebergType
     element_required: bool = False
 
     @property
     def element_field(self) -> NestedField:
+        """The element as a field, for walking nested types uniformly."""
         return NestedField(self.element_id, "element", self.element_type, self.element_required)
 
     def __str__(self) -> str:
@@ -142,6 +158,8 @@ class ListType(IcebergType):
 
 @dataclass(frozen=True)
 class MapType(IcebergType):
+    """A map, its key and value fields with their own ids."""
+
     key_id: int
     key_type: IcebergType
     value_id: int
@@ -150,10 +168,12 @@ class MapType(IcebergType):
 
     @property
     def key_field(self) -> NestedField:
+        """The key as a field (keys are always required)."""
         return NestedField(self.key_id, "key", self.key_type, True)
 
     @property
     def value_field(self) -> NestedField:
+        """The value as a field."""
         return NestedField(self.value_id, "value", self.value_type, self.value_required)
 
     def __str__(self) -> str:
@@ -161,6 +181,7 @@ class MapType(IcebergType):
 
 
 def child_fields(type_: IcebergType) -> tuple[NestedField, ...]:
+    """The fields directly inside a nested type; none for a primitive."""
     if isinstance(type_, StructType):
         return type_.fields
     if isinstance(type_, ListType):
@@ -180,6 +201,7 @@ class Schema:
 
     @property
     def struct(self) -> StructType:
+        """The schema's top-level fields as a struct type."""
         return StructType(self.fields)
 
     @cached_property
@@ -214,12 +236,14 @@ class Schema:
         return {name.lower(): fid for name, fid in self._by_name.items()}
 
     def find_field(self, field_id: int) -> NestedField:
+        """The field with this id at any depth; SchemaError if the schema has none."""
         try:
             return self._by_id[field_id]
         except KeyError:
             raise SchemaError(f"schema {self.schema_id} has no field with id {field_id}") from None
 
     def has_field(self, field_id: int) -> bool:
+        """Whether a field with this id is in the schema at any depth."""
         return field_id in self._by_id
 
     def field_id(self, name: str, case_sensitive: bool = True) -> int:
@@ -232,12 +256,14 @@ class Schema:
         return found
 
     def column_name(self, field_id: int) -> str:
+        """The dotted column name of a field id (`address.city`), as filters name it."""
         for name, fid in self._by_name.items():
             if fid == field_id:
                 return name
         return self.find_field(field_id).name
 
     def field_ids(self) -> Iterator[int]:
+        """Every field id in the schema, nested ones included."""
         return iter(self._by_id)
 
     def select(self, names: list[str], case_sensitive: bool = True) -> Schema:
@@ -274,6 +300,7 @@ def parse_type(obj: Any) -> IcebergType:
 
 
 def parse_field(obj: dict[str, Any]) -> NestedField:
+    """A field from its JSON form in table metadata."""
     return NestedField(
         field_id=obj["id"], name=obj["name"], type=parse_type(obj["type"]),
         required=bool(obj.get("required", False)), doc=obj.get("doc"),
@@ -282,6 +309,7 @@ def parse_field(obj: dict[str, Any]) -> NestedField:
 
 
 def parse_schema(obj: dict[str, Any]) -> Schema:
+    """A schema from its JSON form in table metadata."""
     struct = parse_type({**obj, "type": "struct"})
     assert isinstance(struct, StructType)
     return Schema(struct.fields, obj.get("schema-id", 0),

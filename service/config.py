@@ -78,12 +78,16 @@ class ConfigError(MeltwaterError):
 
 @dataclass(frozen=True)
 class SinkConfig:
+    """A pipeline's sink: its kind, and that kind's options as the configuration gives them."""
+
     type: str  # a registered sink kind's name (aliases resolved)
     options: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
+    """One pipeline: the table it streams, where it checkpoints, its sink and trigger."""
+
     name: str
     table: str  # as the config names it
     checkpoint: str
@@ -95,14 +99,17 @@ class PipelineConfig:
 
     @property
     def event_driven(self) -> bool:
+        """Whether micro-batches start when the table commits, not on an interval."""
         return self.trigger == EVENT_TRIGGER
 
     @property
     def table_source(self) -> TableSource:
+        """The pipeline's table, with its catalog's properties from this configuration."""
         return self.source or parse_table_source(self.table)
 
     @property
     def sink_placement(self) -> SinkPlacement:
+        """The names a sink may need to place its state (pipeline, table, checkpoint)."""
         return SinkPlacement(self.name, self.table_source, self.checkpoint)
 
     @property
@@ -120,6 +127,8 @@ def catalog_options(source: TableSource) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ServiceConfig:
+    """A `meltwater serve` configuration: its pipelines, status server, logging and Spark."""
+
     pipelines: tuple[PipelineConfig, ...]
     http_host: str | None = "127.0.0.1"
     http_port: int = 9464

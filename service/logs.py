@@ -15,7 +15,11 @@ from typing import Any, TextIO
 
 
 class JsonFormatter(logging.Formatter):
+    """Log records as one JSON object a line, for log collectors."""
+
     def format(self, record: logging.LogRecord) -> str:
+        """The record as a JSON object: time, level, logger, message, its fields and any
+        traceback."""
         document: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
@@ -30,7 +34,10 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """Log records as short readable lines, for a terminal."""
+
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one line: time, level, message and its fields as key=value."""
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         fields = getattr(record, "fields", {}) or {}
         text = " ".join(f"{k}={v}" for k, v in fields.items())

@@ -49,6 +49,7 @@ class ServiceMetrics:
                         labels, registry=self.registry)
 
     def render(self) -> bytes:
+        """The metrics in Prometheus' text format, for `/metrics`."""
         return generate_latest(self.registry)
 
 
@@ -74,12 +75,15 @@ class Health:
         self._pipelines: dict[str, PipelineHealth] = {}
 
     def update(self, name: str, **values: Any) -> None:
+        """Set fields of a pipeline's health (state, last error, ...)."""
         with self._lock:
             health = self._pipelines.setdefault(name, PipelineHealth())
             for key, value in values.items():
                 setattr(health, key, value)
 
     def document(self) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting or
+        running, 503 otherwise."""
         with self._lock:
             pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
                          for name, h in self._pipelines.items()}
@@ -110,21 +114,25 @@ class StatusServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, _format: str, *_args: Any) -> None:
                 return  # access logs would drown the service's own
 
         self.metrics = metrics
         self.health = health
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
-        self.host, self.port = self.server.server_address[:2]
+        address, self.port = self.server.server_address[:2]
+        # Typed str | bytes (socketserver allows either); an AF_INET socket reports a str.
+        self.host = address if isinstance(address, str) else bytes(address).decode()
         self._thread = threading.Thread(target=self.server.serve_forever, name="meltwater-http",
                                         daemon=True)
 
     def start(self) -> StatusServer:
+        """Serve on a daemon thread; returns the server, whose `port` is now bound."""
         self._thread.start()
         return self
 
     def close(self) -> None:
+        """Stop serving and release the port."""
         self.server.shutdown()
         self.server.server_close()

@@ -95,6 +95,7 @@ class PipelineRun:
     # -- the query ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the pipeline's streaming query, from its checkpoint if it has one."""
         config = self.config
         kind = sink_kind(config.sink.type)
         options = {**config.source_options, **kind.source_options}  # e.g. schema-change
@@ -136,7 +137,9 @@ class PipelineRun:
                     and time.monotonic() < deadline:
                 time.sleep(0.05)
             query.stop()
-        except Exception as error:  # a query failing while stopping is still stopped
+        # Blind on purpose: the service stops whatever Spark or py4j raise; a query failing
+        # while stopping is still stopped.
+        except Exception as error:  # noqa: BLE001
             log.warning("pipeline stopped with an error", extra=fields(
                 pipeline=self.config.name, error=str(error).splitlines()[0][:300]))
         self.metrics.up.labels(self.config.name).set(0)
@@ -240,7 +243,9 @@ class PipelineRun:
             self.start()
         except MeltwaterError as error:
             self._failed(str(error))
-        except Exception as error:  # Spark's analysis errors: retried like a failed query
+        # Spark's analysis errors, py4j's and any other: the service outlives them, retrying
+        # the start like a failed query.
+        except Exception as error:  # noqa: BLE001
             self._failed(_first_line(error))
 
 

@@ -49,6 +49,7 @@ class ProgressDisplay:
         self._drawn = 0
 
     def show(self, runs: list[PipelineRun]) -> None:
+        """Print one progress line for each pipeline, redrawn in place on a terminal."""
         if self.mode == "off":
             return
         lines = [progress_line(run) for run in runs]

@@ -111,11 +111,13 @@ class Service:
         self.runs: list[PipelineRun] = []
 
     def request_stop(self, signum: int | None = None, _frame: Any = None) -> None:
+        """Ask the service to stop, from a signal handler or another thread."""
         if not self.stopping.is_set() and signum is not None:
             log.info("stopping", extra=fields(signal=signal.Signals(signum).name))
         self.stopping.set()
 
     def run(self, on_ready: Callable[[Service], None] | None = None) -> int:
+        """Run every pipeline until a stop is requested (or all have finished); the exit status."""
         config = self.config
         if config.http_host is not None:
             self.server = StatusServer(config.http_host, config.http_port, self.metrics,
@@ -144,6 +146,7 @@ class Service:
         return 0
 
     def shutdown(self) -> None:
+        """Stop the pipelines, letting running batches finish, then Spark and the status server."""
         for run in self.runs:
             run.stop(self.config.shutdown_timeout_s)
             run.head.close()

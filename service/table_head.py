@@ -37,6 +37,7 @@ class TableHead:
         self._loaded: TableMetadata | None = None
 
     def start(self) -> TableHead:
+        """Start watching the table (a catalog table: load it once); returns the head."""
         if self.watcher is not None:
             self.watcher.start()
         else:
@@ -44,10 +45,12 @@ class TableHead:
         return self
 
     def close(self) -> None:
+        """Stop watching the table."""
         if self.watcher is not None:
             self.watcher.stop()
 
     def metadata(self) -> TableMetadata | None:
+        """The table's newest metadata the head has read; None before the first read."""
         if self.watcher is None:
             return self._loaded
         state = self.watcher.latest
@@ -87,11 +90,13 @@ class TableHead:
         return len(pending), max(0.0, time.time() - pending[0].timestamp_ms / 1000)
 
     def parent_of(self, snapshot_id: int) -> int | None:
+        """The parent of a snapshot, if the newest metadata still holds it."""
         metadata = self.metadata()
         snapshot = None if metadata is None else metadata.snapshots.get(snapshot_id)
         return None if snapshot is None else snapshot.parent_id
 
     def sequence_number(self, snapshot_id: int | None) -> int | None:
+        """The sequence number of a snapshot, if the newest metadata still holds it."""
         metadata = self.metadata()
         if metadata is None or snapshot_id is None:
             return None

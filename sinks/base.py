@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -26,7 +26,8 @@ from meltwater.sinks.errors import InvalidChangesError, InvalidSinkUrlError
 
 # What `apply` accepts: one Arrow table or batch, a stream (`meltwater.stream.changes`), or
 # an iterable of batches. Spark DataFrames go through `meltwater.sinks.spark_writer`.
-ChangeInput = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
+ChangeInput: TypeAlias = (
+    pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch])
 
 
 @dataclass(frozen=True)

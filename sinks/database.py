@@ -59,6 +59,7 @@ class Database(Protocol):
         ...
 
     def close(self) -> None:
+        """Close the connection."""
         ...
 
 

@@ -31,6 +31,8 @@ _NULLABLE = ("snapshot_id", "sequence_number")
 
 @dataclass(frozen=True)
 class LedgerEntry:
+    """One applied batch, as the ledger records it in the destination's own transaction."""
+
     pipeline: str
     batch_id: int
     snapshot_id: int | None
@@ -57,6 +59,7 @@ class Ledger:
                         "PRIMARY KEY (pipeline, batch_id))")
 
     def find(self, batch_id: int) -> LedgerEntry | None:
+        """The entry of a batch id, if the pipeline applied it."""
         return self._one(f"batch_id = {self.db.param}", [batch_id])
 
     def last(self) -> LedgerEntry | None:
@@ -76,6 +79,7 @@ class Ledger:
         return LedgerEntry(*values)
 
     def record(self, entry: LedgerEntry) -> None:
+        """Record an applied batch, inside the transaction that applied it."""
         values = [getattr(entry, name) for name in _COLUMNS]
         if self.db.dialect == "sqlite":
             values[-1] = entry.applied_at.isoformat(timespec="microseconds")

@@ -121,7 +121,7 @@ class Mirror:
         self.keep_dropped_columns = keep_dropped_columns
         self._metadata: TableMetadata | None = None
         self._db = connect(url, dry_run=dry_run)
-        self.name = self._db.dialect
+        self.name: str = self._db.dialect
         try:
             self._ledger = Ledger(self._db, self.pipeline)
             self._record = ColumnRecord(self._db, table)
@@ -175,6 +175,7 @@ class Mirror:
         return _position(self._ledger.last())
 
     def close(self) -> None:
+        """Close the database connection; the mirror cannot be used afterwards."""
         self._db.close()
 
     def __enter__(self) -> Mirror:

@@ -24,7 +24,7 @@ import pyarrow.csv as pacsv
 
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import InvalidSinkUrlError, SinkError, SinkUnavailableError
-from meltwater.sinks.sql_schema import Column, quote, quote_table
+from meltwater.sinks.sql_schema import Column, Dialect, quote, quote_table
 from meltwater.sinks.sql_values import postgres_text
 
 COPY_SLICE_ROWS = 65_536
@@ -36,7 +36,7 @@ DELETE_STAGE = "meltwater_delete_stage"
 class PostgresDatabase:
     """A `Database` on a PostgreSQL server."""
 
-    dialect = "postgresql"
+    dialect: Dialect = "postgresql"
     param = "%s"
 
     def __init__(self, url: str, *, dry_run: bool = False) -> None:
@@ -57,6 +57,7 @@ class PostgresDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """Everything inside commits together, or rolls back if an exception escapes."""
         with self._errors(), self._conn.transaction():
             yield
 
@@ -70,11 +71,13 @@ class PostgresDatabase:
             raise SinkError(f"PostgreSQL {self.where} refused: {_first_line(e)}") from e
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Run one statement; the rows it returns, if any."""
         with self._errors(), self._conn.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
     def table_columns(self, table: str) -> dict[str, str] | None:
+        """The table's columns in order, name -> declared SQL type; None if it is absent."""
         found = self.execute("SELECT to_regclass(%s)::oid", [quote_table(table)])
         if found[0][0] is None:
             return None
@@ -84,6 +87,7 @@ class PostgresDatabase:
         return {name: type_ for name, type_ in rows}
 
     def primary_key(self, table: str) -> set[str]:
+        """The names of the table's primary key columns."""
         rows = self.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
             "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
@@ -106,6 +110,7 @@ class PostgresDatabase:
 
     def upsert(self, table: str, columns: Sequence[Column], keys: Sequence[str],
                rows: pa.Table) -> int:
+        """Insert rows through a COPY-loaded stage, replacing those whose keys exist; the count."""
         self._stage(UPSERT_STAGE, table, columns, rows)
         names = ", ".join(quote(c.name) for c in columns)
         others = [quote(c.name) for c in columns if c.name not in keys]
@@ -117,6 +122,8 @@ class PostgresDatabase:
         return rows.num_rows
 
     def delete(self, table: str, keys: Sequence[Column], rows: pa.Table) -> int:
+        """Delete the rows with the given keys through a COPY-loaded stage; how many the table
+        held."""
         self._stage(DELETE_STAGE, table, keys, rows)
         match = " AND ".join(f"t.{quote(k.name)} = s.{quote(k.name)}" for k in keys)
         with self._errors(), self._conn.cursor() as cursor:
@@ -125,6 +132,7 @@ class PostgresDatabase:
             return cursor.rowcount
 
     def close(self) -> None:
+        """Close the connection (a dry run's transaction rolled back first)."""
         if self._outer is not None and not self._conn.closed:
             self._outer.__exit__(None, None, None)
             self._outer = None

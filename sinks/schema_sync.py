@@ -76,14 +76,14 @@ def plan_schema_change(table: str, recorded: dict[int, RecordedColumn],
                 f"mirror table {table}: key column {recorded[fid].name!r} (field id {fid}) "
                 "was dropped from the Iceberg table; a mirror by key cannot follow")
 
-    for fid, old in sorted(recorded.items()):
+    for fid, dropped in sorted(recorded.items()):
         if fid in wanted:
             continue
         if keep_dropped:
-            plan.kept.append(old.name)
+            plan.kept.append(dropped.name)
         else:
-            plan.steps.append(Step(drop_column_sql(table, old.name), "drop", old.name))
-            names.discard(old.name)
+            plan.steps.append(Step(drop_column_sql(table, dropped.name), "drop", dropped.name))
+            names.discard(dropped.name)
 
     owned = {recorded[fid].name for fid in wanted if fid in recorded}
     renames = [(recorded[c.field_id].name, c) for c in target
@@ -93,14 +93,16 @@ def plan_schema_change(table: str, recorded: dict[int, RecordedColumn],
         if column.name in names and column.name not in owned:
             _taken(table, column, "renamed to")
     if any(c.name in leaving for _, c in renames):  # names shift among columns: two steps
-        for old, column in renames:
+        for old_name, column in renames:
             temporary = _TEMPORARY.format(column.field_id)
             if temporary in names:
                 _taken(table, Column(temporary, column.field_id, column.type, ""), "renamed via")
-            plan.steps.append(Step(rename_column_sql(table, old, temporary), "rename", old))
+            plan.steps.append(Step(rename_column_sql(table, old_name, temporary), "rename",
+                                   old_name))
         renames = [(_TEMPORARY.format(c.field_id), c) for _, c in renames]
-    for old, column in renames:
-        plan.steps.append(Step(rename_column_sql(table, old, column.name), "rename", old))
+    for old_name, column in renames:
+        plan.steps.append(Step(rename_column_sql(table, old_name, column.name), "rename",
+                               old_name))
     names = (names - leaving) | {c.name for _, c in renames}
 
     for index, column in enumerate(target):

@@ -55,6 +55,7 @@ class ForeachBatchWriter:
 
     @property
     def sink(self) -> Sink:
+        """The sink, opened on first use (on the driver, where `foreachBatch` runs)."""
         if self._sink is None:
             if self._open_sink is None:
                 raise RuntimeError("this writer was pickled with an open sink and no factory; "
@@ -63,6 +64,7 @@ class ForeachBatchWriter:
         return self._sink
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Apply one micro-batch to the sink exactly once, as `foreachBatch` calls it."""
         batch = df.toArrow()  # the one collect of the batch
         if self.field_ids:
             batch = with_field_ids(batch, self.field_ids)
@@ -74,6 +76,7 @@ class ForeachBatchWriter:
                  result.position.snapshot_id if result.position else None)
 
     def close(self) -> None:
+        """Close the sink, if it was opened; the next batch opens it again."""
         if self._sink is not None:
             self._sink.close()
             self._sink = None

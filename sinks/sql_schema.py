@@ -112,6 +112,7 @@ def check_key_type(column: Column, table: str) -> None:
 
 
 def check_name(name: str, dialect: Dialect) -> None:
+    """Refuse a name the database would change: PostgreSQL truncates names past 63 bytes."""
     if dialect == "postgresql" and len(name.encode()) > PG_NAME_BYTES:
         raise UnsupportedTypeError(f"name {name!r} is longer than PostgreSQL's {PG_NAME_BYTES} "
                               "bytes; the server would truncate it")
@@ -136,14 +137,17 @@ def create_table_sql(table: str, columns: Sequence[Column], keys: Sequence[str])
 
 
 def add_column_sql(table: str, column: Column) -> str:
+    """The DDL adding a column."""
     return f"ALTER TABLE {quote_table(table)} ADD COLUMN {quote(column.name)} {column.sql_type}"
 
 
 def rename_column_sql(table: str, old: str, new: str) -> str:
+    """The DDL renaming a column."""
     return f"ALTER TABLE {quote_table(table)} RENAME COLUMN {quote(old)} TO {quote(new)}"
 
 
 def drop_column_sql(table: str, name: str) -> str:
+    """The DDL dropping a column."""
     return f"ALTER TABLE {quote_table(table)} DROP COLUMN {quote(name)}"
 
 
@@ -152,8 +156,8 @@ _NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
 
 def is_promotion(old_sql_type: str, new_sql_type: str) -> bool:
     """Whether SQL type `old` -> `new` is one of Iceberg's promotions as the mirror declares
-    them: int -> long, float -> double, decimal(P, S) -> decimal(P', S) with P' > P.
-    (SQLite declares the same storage class before and after, so it never needs one.)"""
+    them: int -> long, float -> double, decimal(P, S) -> decimal(P', S) with P' > P; SQLite
+    declares the same storage class before and after, so it never needs one."""
     old, new = old_sql_type.replace(" ", ""), new_sql_type.replace(" ", "")
     if (old, new) in {("integer", "bigint"), ("real", "doubleprecision")}:
         return True
@@ -163,6 +167,7 @@ def is_promotion(old_sql_type: str, new_sql_type: str) -> bool:
 
 
 def retype_sql(table: str, column: Column) -> str:
+    """The DDL changing a column's type to the column's (a promotion)."""
     return (f"ALTER TABLE {quote_table(table)} ALTER COLUMN {quote(column.name)} "
             f"TYPE {column.sql_type}")
 

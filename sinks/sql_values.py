@@ -145,6 +145,8 @@ def json_value(value: Any, type_: IcebergType) -> Any:
             return {k: json_value(v, type_.value_type) for k, v in items}
         return [{"key": json_value(k, type_.key_type), "value": json_value(v, type_.value_type)}
                 for k, v in items]
+    if not isinstance(type_, PrimitiveType):
+        raise TypeError(f"{type_!r} is not an Iceberg type")
     return _json_primitive(value, type_)
 
 

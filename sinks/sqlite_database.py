@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from meltwater.sinks.errors import SinkError, SinkUnavailableError
-from meltwater.sinks.sql_schema import Column, quote, quote_table
+from meltwater.sinks.sql_schema import Column, Dialect, quote, quote_table
 from meltwater.sinks.sql_values import sqlite_values
 
 BUSY_TIMEOUT_S = 60.0
@@ -32,7 +32,7 @@ SQLITE_ERROR = 1
 class SqliteDatabase:
     """A `Database` on a SQLite file (or `:memory:`)."""
 
-    dialect = "sqlite"
+    dialect: Dialect = "sqlite"
     param = "?"
 
     def __init__(self, path: str, *, connection: sqlite3.Connection | None = None) -> None:
@@ -79,6 +79,8 @@ class SqliteDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """Everything inside commits together (BEGIN IMMEDIATE: one writer at a time), or rolls
+        back if an exception escapes."""
         with self._errors():
             self._conn.execute("BEGIN IMMEDIATE")
         try:
@@ -102,6 +104,7 @@ class SqliteDatabase:
             raise SinkError(f"SQLite database {self.path} refused: {e}") from e
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Run one statement; the rows it returns, if any."""
         with self._errors():
             return self._conn.execute(sql, params).fetchall()
 
@@ -111,14 +114,17 @@ class SqliteDatabase:
         return self.execute(f"PRAGMA {prefix}table_info({quote(name)})")
 
     def table_columns(self, table: str) -> dict[str, str] | None:
+        """The table's columns in order, name -> declared SQL type; None if it is absent."""
         info = self._info(table)
         return {row[1]: row[2] for row in info} if info else None
 
     def primary_key(self, table: str) -> set[str]:
+        """The names of the table's primary key columns."""
         return {row[1] for row in self._info(table) if row[5]}
 
     def upsert(self, table: str, columns: Sequence[Column], keys: Sequence[str],
                rows: pa.Table) -> int:
+        """Insert rows, replacing those whose keys exist; the count."""
         names = [quote(c.name) for c in columns]
         others = [quote(c.name) for c in columns if c.name not in keys]
         action = ("DO UPDATE SET " + ", ".join(f"{n} = excluded.{n}" for n in others)
@@ -132,6 +138,7 @@ class SqliteDatabase:
         return rows.num_rows
 
     def delete(self, table: str, keys: Sequence[Column], rows: pa.Table) -> int:
+        """Delete the rows with the given keys; how many the table held."""
         where = " AND ".join(f"{quote(k.name)} = ?" for k in keys)
         values = [sqlite_values(rows.column(k.name).combine_chunks(), k) for k in keys]
         with self._errors():
@@ -140,4 +147,5 @@ class SqliteDatabase:
             return cursor.rowcount
 
     def close(self) -> None:
+        """Close the connection."""
         self._conn.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from pg_server import PostgresServer, PostgresUnavailable, create_database
+from pg_server import PostgresServer, PostgresUnavailableError, create_database
 
 from corpus.build import ensure_corpus
 from corpus.loader import Corpus
@@ -36,7 +36,7 @@ FIXTURE_MARKS = {
 pytest_plugins = ["object_store_fixtures"]
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(items):
     """Mark each test by `FIXTURE_MARKS`: its `fixturenames` are the closure of the fixtures
     it requests, so a fixture built on `corpus` marks its users too. A fixture that reaches
     one only at run time (`request.getfixturevalue`) marks its params instead, as
@@ -83,7 +83,7 @@ def corpus() -> Corpus:
     return _load()
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
+def pytest_terminal_summary(terminalreporter):
     """Report what the corpus covers: snapshots and delete files by kind, per scenario."""
     if _corpus is None:
         return
@@ -147,7 +147,7 @@ def postgres_url():
     server = PostgresServer()
     try:
         url = server.start()
-    except PostgresUnavailable as error:
+    except PostgresUnavailableError as error:
         server.stop()
         pytest.fail(f"PostgreSQL is unavailable: {error}", pytrace=False)
     yield url

@@ -63,7 +63,8 @@ class CountingProxy:
                 self.wfile.write(data)
                 upstream.close()
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
+            # BaseHTTPRequestHandler's names for its handlers
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward  # noqa: N815
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # quiet: the test reads the counts

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from seaweed_server import SeaweedServer, SeaweedUnavailable
+from seaweed_server import SeaweedServer, SeaweedUnavailableError
 
 from corpus.loader import Corpus
 
@@ -31,7 +31,7 @@ def seaweed() -> Iterator[SeaweedServer]:
     server = SeaweedServer()
     try:
         server.start()
-    except SeaweedUnavailable as error:
+    except SeaweedUnavailableError as error:
         server.stop()
         pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
     yield server
@@ -44,7 +44,7 @@ def seaweed_vending() -> Iterator[SeaweedServer]:
     server = SeaweedServer(vended_credentials_seconds=900)
     try:
         server.start()
-    except SeaweedUnavailable as error:
+    except SeaweedUnavailableError as error:
         server.stop()
         pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
     yield server
@@ -154,7 +154,7 @@ def seaweed_plain_lake() -> Iterator[SeaweedServer]:
     server = SeaweedServer(bucket="tables", plain_buckets=("lake",))
     try:
         server.start()
-    except SeaweedUnavailable as error:
+    except SeaweedUnavailableError as error:
         server.stop()
         pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
     yield server

@@ -28,7 +28,7 @@ BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SERVICE_USER = "postgres"
 
 
-class PostgresUnavailable(RuntimeError):
+class PostgresUnavailableError(RuntimeError):
     """The server cannot be started; the message says why and how to fix it."""
 
 
@@ -36,7 +36,7 @@ def find_bin_dir() -> Path:
     """The newest PostgreSQL server bin dir, or an error naming `make sysdeps`."""
     found = [Path(p) for p in glob.glob(BIN_GLOB) if (Path(p) / "initdb").exists()]
     if not found:
-        raise PostgresUnavailable(
+        raise PostgresUnavailableError(
             f"PostgreSQL server binaries not found ({BIN_GLOB}/initdb); `make sysdeps` "
             "installs them (Debian package `postgresql`)")
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
@@ -75,7 +75,7 @@ class PostgresServer:
         if result.returncode != 0:
             log = self.home / "server.log"
             tail = log.read_text()[-2000:] if log.exists() else ""
-            raise PostgresUnavailable(
+            raise PostgresUnavailableError(
                 f"{what} failed (exit {result.returncode}): "
                 f"{(result.stderr or result.stdout).strip()[-2000:]}\n{tail}")
 

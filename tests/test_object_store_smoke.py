@@ -38,7 +38,8 @@ def _check_history(catalog: Any, history: History) -> None:
         assert_same_rows(rows, step.rows, f"meltwater at {step.label}")
 
 
-def test_pyiceberg_round_trip_through_the_rest_catalog(rest_catalog, namespace, s3_env):
+@pytest.mark.usefixtures("s3_env")
+def test_pyiceberg_round_trip_through_the_rest_catalog(rest_catalog, namespace):
     history = write_history(rest_catalog, (namespace, "orders"))
     assert [s.operation for s in history.steps] == [
         "append", "append", "overwrite", "overwrite", "delete", "upsert"]
@@ -48,13 +49,15 @@ def test_pyiceberg_round_trip_through_the_rest_catalog(rest_catalog, namespace, 
     _check_history(rest_catalog, history)
 
 
+@pytest.mark.usefixtures("s3_env")
 def test_pyiceberg_through_sql_catalogs_on_sqlite_and_postgres(
-        sqlite_catalog, postgres_catalog, namespace, s3_env):
+        sqlite_catalog, postgres_catalog, namespace):
     for catalog in (sqlite_catalog, postgres_catalog):
         _check_history(catalog, write_history(catalog, (namespace, "orders")))
 
 
-def test_pyiceberg_through_glue_on_moto(glue_catalog, namespace, s3_env):
+@pytest.mark.usefixtures("s3_env")
+def test_pyiceberg_through_glue_on_moto(glue_catalog, namespace):
     history = write_history(glue_catalog, (namespace, "orders"))
     _check_history(glue_catalog, history)
     location = glue_catalog.load_table(history.identifier).metadata_location

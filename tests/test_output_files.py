@@ -205,7 +205,7 @@ def test_success_replaces_the_file_with_open_s_permissions(table_copy, tmp_path)
     assert existing.read_bytes() != OLD_BYTES and existing.read_text().count("\n") > 1
 
 
-def test_output_to_a_device_is_written_in_place(table_copy, tmp_path):
+def test_output_to_a_device_is_written_in_place(table_copy):
     """`--output /dev/stdout` writes to the stream: a device cannot be renamed over."""
     result = subprocess.run([MELTWATER, "snapshots", table_copy, "--format", "jsonl",
                              "--output", "/dev/stdout"], capture_output=True, text=True,

@@ -119,10 +119,12 @@ def test_plan_command_reports_pruning(corpus):
 class _ReadsEveryManifest(IncrementalPlanner):
     """The change planner without pruning by what deletes reach: manifests read whole."""
 
-    def _data(self, manifests, *, partition_filter=None, file_paths=None, **choices):
+    # The pruning arguments are taken and dropped: that is the point of this planner.
+    def _data(self, manifests, *, partition_filter=None, file_paths=None,  # noqa: ARG002
+              **choices):
         return super()._data(manifests, **choices)
 
-    def _deletes(self, manifests, *, partition_filter=None, **choices):
+    def _deletes(self, manifests, *, partition_filter=None, **choices):  # noqa: ARG002
         return super()._deletes(manifests, **choices)
 
 

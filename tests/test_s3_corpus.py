@@ -104,8 +104,8 @@ def test_s3_corpus_is_the_local_corpus_history_written_at_s3_locations(s3_corpus
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_every_live_snapshot_reads_as_iceberg_java_read_it(java_tables_in_sql, plain_env,
-                                                           name):
+@pytest.mark.usefixtures("plain_env")
+def test_every_live_snapshot_reads_as_iceberg_java_read_it(java_tables_in_sql, name):
     """meltwater from the table's s3:// location; pyiceberg from the metadata file
     (StaticTable) and through the SQL catalog."""
     from pyiceberg.table import StaticTable
@@ -130,7 +130,8 @@ def test_every_live_snapshot_reads_as_iceberg_java_read_it(java_tables_in_sql, p
             except ValueError as error:
                 if name not in PYICEBERG_CANNOT_READ:
                     raise
-                assert re.search(PYICEBERG_CANNOT_READ[name], str(error)), what
+                # which snapshots pyiceberg refuses varies: counted, not pytest.raises
+                assert re.search(PYICEBERG_CANNOT_READ[name], str(error)), what  # noqa: PT017
                 refused += 1
                 continue
             assert_same_rows(read, truth, f"pyiceberg: {what}")

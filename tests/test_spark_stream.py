@@ -547,7 +547,7 @@ def _run_stream(spark, location: str, checkpoint: Path, **options) -> tuple[pa.T
     """An AvailableNow query collecting each micro-batch: (all rows, micro-batches run)."""
     collected: list[pa.Table] = []
 
-    def collect(frame, batch_id):
+    def collect(frame, _batch_id):
         collected.append(frame.toArrow())
 
     reader = spark.readStream.format("meltwater")

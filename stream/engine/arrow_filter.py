@@ -84,17 +84,17 @@ def to_arrow_filter(expr: Expression, schema: Schema) -> pc.Expression:
 
 
 @singledispatch
-def _convert(expr: Expression, paths: dict[int, tuple[str, ...]]) -> pc.Expression:
+def _convert(expr: Expression, _paths: dict[int, tuple[str, ...]]) -> pc.Expression:
     raise FilterError(f"cannot evaluate filter {expr} on Arrow batches")
 
 
 @_convert.register
-def _(expr: AlwaysTrue, paths: dict[int, tuple[str, ...]]) -> pc.Expression:
+def _(_expr: AlwaysTrue, _paths: dict[int, tuple[str, ...]]) -> pc.Expression:
     return pc.scalar(True)
 
 
 @_convert.register
-def _(expr: AlwaysFalse, paths: dict[int, tuple[str, ...]]) -> pc.Expression:
+def _(_expr: AlwaysFalse, _paths: dict[int, tuple[str, ...]]) -> pc.Expression:
     return pc.scalar(False)
 
 

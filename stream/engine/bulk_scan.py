@@ -228,7 +228,6 @@ def _plan(location: str, physical: pa.Schema, projection: Schema,
           extras: dict[int, pa.DataType | None]) -> _Plan | None:
     """For one footer schema: the projection plan, the file columns to scan and the key of
     the group they belong to; None when such files are not for the bulk scan."""
-
     names = physical.names
     if len(set(names)) != len(names):
         return None

@@ -59,6 +59,8 @@ class ChangeFeed:
 
     @property
     def output_schema(self) -> pa.Schema:
+        """The Arrow schema of the change rows: the selected table columns, then the change
+        metadata columns."""
         from meltwater.stream.engine.reconstruction import metadata_fields
 
         table_columns = to_arrow_schema(self._selected())
@@ -73,6 +75,8 @@ class ChangeFeed:
 
     def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
         # Imported here: planning a feed (as a stream's driver does) needs no data reader.
+        """Plan the range and reconstruct its change rows, commit by commit, in batches of at
+        most `batch_size` rows."""
         from meltwater.stream.engine.deletes import DeleteLoader
         from meltwater.stream.engine.reconstruction import reconstruct_range
 
@@ -87,6 +91,7 @@ class ChangeFeed:
                 yield batch.select(names)
 
     def reader(self, batch_size: int = 131_072) -> pa.RecordBatchReader:
+        """The change rows as a RecordBatchReader, for pyarrow consumers and sinks."""
         return pa.RecordBatchReader.from_batches(self.output_schema, self.batches(batch_size))
 
 

@@ -146,6 +146,7 @@ class EqualityDeletes:
         self.sets = sets
 
     def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        """Which rows of a batch the task's equality deletes delete; None when it has none."""
         result = None
         for key_set in self.sets:
             hit = key_set.matches(batch)
@@ -229,10 +230,15 @@ class DeleteLoader:
                 return pa.array([], pa.int64())
             return self._cached(("dv", *file.key),
                                 lambda: _sized(read_deletion_vector(self.io, file)))
-        by_path = self._cached(("pos", file.file_path),
-                               lambda: _sized_dict(read_position_deletes(self.io, file)))
-        found = by_path.get(data_file_path)
+        found = self._position_file(file).get(data_file_path)
         return found if found is not None else pa.array([], pa.int64())
+
+    def _position_file(self, file: DataFile) -> dict[str, pa.Array]:
+        """A position delete file's sorted positions by the data file path they delete in."""
+        by_path: dict[str, pa.Array] = self._cached(
+            ("pos", file.file_path),
+            lambda: _sized_dict(read_position_deletes(self.io, file)))
+        return by_path
 
     def read_positions(self, files: Sequence[DataFile]) -> None:
         """Read position delete files and DVs into the cache now rather than on first use,
@@ -253,8 +259,7 @@ class DeleteLoader:
                 if file.is_deletion_vector:
                     self.positions(file, file.referenced_data_file or "")
                 else:
-                    self._cached(("pos", file.file_path), lambda file=file: _sized_dict(
-                        read_position_deletes(self.io, file)))
+                    self._position_file(file)
 
     # -- equality ------------------------------------------------------------------------
 
@@ -440,7 +445,6 @@ def _reserved_ids(schema: pa.Schema) -> bool:
     """Whether a position delete file's `file_path` and `pos` carry the spec's field ids,
     or the file has no field ids at all (both matched by name, as the general reader
     does)."""
-
     ids = {name: field_id(schema.field(name)) for name in ("file_path", "pos")
            if schema.get_field_index(name) >= 0}
     if len(ids) != 2:

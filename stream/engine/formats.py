@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # A selection of a file's columns, mirroring its Arrow schema: for each wanted top-level
 # field index, either True (the whole subtree) or the wanted child indices, recursively.
-Selection = dict[int, "bool | Selection"]
+Selection = dict[int, "Literal[True] | Selection"]
 
 
 # -- reading files ------------------------------------------------------------------------
@@ -56,6 +56,9 @@ class FileSource:
 
 
 class ParquetSource(FileSource):
+    """A Parquet file: reads only the row groups a split (or a row hint) needs, and the selected
+    leaf columns."""
+
     def __init__(self, path: str, io: FileIO) -> None:
         import pyarrow.parquet as pq
 
@@ -75,6 +78,8 @@ class ParquetSource(FileSource):
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
                 length: int | None = None, rows: Sequence[int] | None = None,
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Batches of the selected columns of the row groups in the split, each with its first
+        row's position."""
         metadata = self._file.metadata
         columns = _parquet_leaf_paths(self._file, self.schema, selection)
         runs = row_group_runs(metadata, start, length, rows)
@@ -181,7 +186,7 @@ def _parquet_leaf_paths(file: Any, schema: pa.Schema, selection: Selection) -> l
             return 1
         return sum(count(type_.field(i).type) for i in range(type_.num_fields))
 
-    def visit(type_: pa.DataType, wanted: bool | Selection, first: int) -> None:
+    def visit(type_: pa.DataType, wanted: Literal[True] | Selection, first: int) -> None:
         if wanted is True or type_.num_fields == 0:
             leaves.extend(range(first, first + count(type_)))
             return
@@ -200,6 +205,8 @@ def _parquet_leaf_paths(file: Any, schema: pa.Schema, selection: Selection) -> l
 
 
 class OrcSource(FileSource):
+    """An ORC file, read stripe by stripe; ORC tasks are never split."""
+
     def __init__(self, path: str, io: FileIO) -> None:
         import pyarrow.orc as orc
 
@@ -210,9 +217,11 @@ class OrcSource(FileSource):
         except (OSError, pa.ArrowException) as error:
             raise UnreadableFileError(f"{path}: not a readable ORC file ({error})") from error
 
+    # `rows` is FileSource.batches' hint, passed by keyword: an ORC file is read whole.
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
-                length: int | None = None, rows: Sequence[int] | None = None,
+                length: int | None = None, rows: Sequence[int] | None = None,  # noqa: ARG002
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Batches of the selected columns of every stripe, each with its first row's position."""
         if length is not None and start > 0:
             # pyarrow exposes no stripe offsets; the planner only splits Parquet files.
             raise UnsupportedFeatureError(f"{self.path}: split ORC tasks are not supported")
@@ -229,6 +238,8 @@ class OrcSource(FileSource):
 
 
 class AvroSource(FileSource):
+    """An Avro data file, decoded by fastavro: correct, slow, and rare in Iceberg tables."""
+
     def __init__(self, path: str, io: FileIO) -> None:
         import fastavro
 
@@ -237,14 +248,19 @@ class AvroSource(FileSource):
         try:
             with io.open_input(path) as handle:
                 header = fastavro.reader(handle)
-                self._avro_schema = header.writer_schema
+                schema = header.writer_schema
         except (OSError, ValueError, EOFError) as error:
             raise UnreadableFileError(f"{path}: not a readable Avro file ({error})") from error
+        if not isinstance(schema, dict) or "fields" not in schema:
+            raise UnreadableFileError(f"{path}: the Avro schema is not a record of columns")
+        self._avro_schema = schema
         self.schema = pa.schema(_avro_fields(self._avro_schema))
 
+    # `rows` is FileSource.batches' hint, passed by keyword: an Avro file is read whole.
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
-                length: int | None = None, rows: Sequence[int] | None = None,
+                length: int | None = None, rows: Sequence[int] | None = None,  # noqa: ARG002
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Batches of the selected columns of every record, each with its first row's position."""
         import fastavro
 
         if length is not None and start > 0:
@@ -256,7 +272,7 @@ class AvroSource(FileSource):
         try:
             with self._io.open_input(self.path) as handle:
                 for record in fastavro.reader(handle):
-                    chunk.append(record)
+                    chunk.append(cast(dict[str, Any], record))  # the schema is a record
                     if len(chunk) == batch_size:
                         yield position, _avro_batch(chunk, schema, convert)
                         position += len(chunk)
@@ -334,9 +350,9 @@ def _avro_converter(type_: pa.DataType) -> Callable[[Any], Any] | None:
     or None when nothing needs converting (most schemas): UUIDs decode to `uuid.UUID`,
     non-string-keyed maps to lists of {key, value} records."""
     if pa.types.is_struct(type_):
-        children = [(type_.field(i).name, _avro_converter(type_.field(i).type))
-                    for i in range(type_.num_fields)]
-        children = [(n, c) for n, c in children if c is not None]
+        converters = [(type_.field(i).name, _avro_converter(type_.field(i).type))
+                      for i in range(type_.num_fields)]
+        children = [(n, c) for n, c in converters if c is not None]
         if not children:
             return None
 
@@ -385,7 +401,9 @@ def without_extensions(schema: pa.Schema) -> pa.Schema:
     return pa.schema([plain(f) for f in schema], metadata=schema.metadata)
 
 
-_SOURCES: dict[str, type[FileSource]] = {
+# Each opens a file as `(path, io)`; FileSource subclasses built otherwise (bulk_scan's) are
+# not openers.
+_SOURCES: dict[str, Callable[[str, FileIO], FileSource]] = {
     "PARQUET": ParquetSource, "ORC": OrcSource, "AVRO": AvroSource,
 }
 

@@ -92,6 +92,8 @@ def _render_cell(value: Any, width: int = 40) -> str:
 
 
 def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[str]) -> int:
+    """Write batches as an aligned text table with a row count, for a terminal; returns the rows
+    written."""
     names = schema.names
     rows: list[list[str]] = []
     for batch in batches:

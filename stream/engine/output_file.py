@@ -33,7 +33,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from meltwater.stream.errors import OutputFileError
 
@@ -73,8 +73,8 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
         raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         try:
-            direct: IO = open(path, "w" if text else "wb",  # noqa: SIM115
-                              **({"encoding": "utf-8"} if text else {}))
+            direct: IO[Any] = (open(path, "w", encoding="utf-8") if text  # noqa: SIM115
+                               else open(path, "wb"))  # noqa: SIM115
         except OSError as error:
             raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
         with direct:

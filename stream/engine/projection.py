@@ -11,7 +11,7 @@ how to reshape it, then runs per batch with no per-row Python work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 
 def has_field_ids(schema: pa.Schema) -> bool:
+    """Whether any field of a file's schema, at any depth, carries an Iceberg field id."""
     def any_id(field: pa.Field) -> bool:
         type_ = field.type
         return field_id(field) is not None or any(
@@ -75,8 +76,9 @@ def with_ids_by_name(schema: pa.Schema, target: pa.Schema) -> pa.Schema:
     return pa.schema([match(f, by_name.get(f.name)) for f in schema])
 
 
-def _children_by_id(type_: pa.DataType) -> dict[int, int]:
-    found = {}
+def _children_by_id(type_: pa.DataType) -> dict[int | None, int]:
+    """Child index by field id; a field without an id, looked up as None, is never found."""
+    found: dict[int | None, int] = {}
     for i in range(type_.num_fields):
         fid = field_id(type_.field(i))
         if fid is not None:
@@ -100,7 +102,7 @@ def _find_path(schema: pa.Schema, fid: int) -> list[int] | None:
     return visit(pa.struct(list(schema)), [])
 
 
-def _select(file_type: pa.DataType, target_type: pa.DataType) -> bool | Selection:
+def _select(file_type: pa.DataType, target_type: pa.DataType) -> Literal[True] | Selection:
     """Which parts of a file column a target type needs (matched by id)."""
     if pa.types.is_struct(file_type) and pa.types.is_struct(target_type):
         by_id = _children_by_id(file_type)
@@ -122,7 +124,8 @@ def _select(file_type: pa.DataType, target_type: pa.DataType) -> bool | Selectio
     return True
 
 
-def _merge(a: bool | Selection, b: bool | Selection) -> bool | Selection:
+def _merge(a: Literal[True] | Selection, b: Literal[True] | Selection,
+           ) -> Literal[True] | Selection:
     if a is True or b is True:
         return True
     merged = dict(a)
@@ -140,7 +143,8 @@ def _constant(field: pa.Field, default: pa.Scalar | None, n: int) -> pa.Array:
     return constant_array(default, n)
 
 
-def _project(array: pa.Array, target: pa.Field, defaults: dict[int, pa.Scalar]) -> pa.Array:
+def _project(array: pa.Array, target: pa.Field,
+             defaults: dict[int | None, pa.Scalar]) -> pa.Array:
     """`array` (a file column, possibly pruned) in the shape and types of `target`."""
     if isinstance(array, pa.ExtensionArray):
         array = array.storage
@@ -185,10 +189,10 @@ def _incompatible(type_: pa.DataType, target: pa.Field) -> UnreadableFileError:
     return UnreadableFileError(f"column {target.name!r}: file has {type_}, table has {target.type}")
 
 
-def _defaults(schema: Schema) -> dict[int, pa.Scalar]:
+def _defaults(schema: Schema) -> dict[int | None, pa.Scalar]:
     """Arrow scalars of every field's `initial-default`: the value of a column added after
     a file was written, for the rows of that file."""
-    found: dict[int, pa.Scalar] = {}
+    found: dict[int | None, pa.Scalar] = {}
 
     def visit(fields: tuple[NestedField, ...]) -> None:
         for f in fields:
@@ -260,6 +264,8 @@ class FileProjection:
         self.selection = selection
 
     def extra_type(self, extra: _Extra) -> pa.DataType:
+        """The Arrow type an extra (filter-only) column is read as: the one asked for, else the
+        file's own."""
         if extra.type is not None:
             return extra.type
         if extra.path is None:

@@ -217,7 +217,7 @@ class _CommitRun:
         for change_type, batch in self._raw(leaving, arriving):
             yield self._finish(batch, change_type)
 
-    def _raw(self, leaving: list[ChangeTask], arriving: list[AddedRowsTask]
+    def _raw(self, leaving: Sequence[ChangeTask], arriving: list[AddedRowsTask]
              ) -> Iterator[tuple[str, pa.RecordBatch]]:
         """(change type, table-column batch) for every task: rows that left, then rows
         that arrived (a DeletedRowsTask's rare INSERTs are held back until the DELETEs are

@@ -35,6 +35,7 @@ _DONE = object()
 
 
 def default_threads() -> int:
+    """Reader threads for a scan: one per core, at least two so reading overlaps decoding."""
     return max(2, os.cpu_count() or 2)
 
 
@@ -99,7 +100,7 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
                     if stop.is_set():
                         return
                     out.put(_project(batch, names))
-        except BaseException as error:  # handed to the consumer, which re-raises it
+        except BaseException as error:  # noqa: BLE001  (handed to the consumer, re-raised there)
             out.put(error)
         finally:
             out.put(_DONE)
@@ -161,10 +162,12 @@ class Plan:
 
     @property
     def tasks(self) -> list[FileScanTask]:
+        """Every file task of every group, in group order."""
         return [t for g in self.groups for t in g.tasks]
 
     @property
     def stats(self) -> PlanStats:
+        """What planning read and pruned."""
         return self.scan.stats
 
 
@@ -203,6 +206,8 @@ def scan(table: Table | TableSource | str, *, snapshot_id: int | None = None,
 
 def read_plan(planned: Plan, *, limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
               threads: int | None = None) -> pa.RecordBatchReader:
+    """Read a planned scan's tasks on `threads` threads as one RecordBatchReader, stopping after
+    `limit` rows if given."""
     s = planned.scan
     schema = to_arrow_schema(s.projection)
     batches = read_tasks(planned.tasks, s.read_schema, s.projection, s.table.io,

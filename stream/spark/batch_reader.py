@@ -96,10 +96,12 @@ class ResolvedRead:
 
     @property
     def is_change_read(self) -> bool:
+        """Whether the read returns change rows rather than a snapshot's rows."""
         return self.feed is not None
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema the read returns before Spark's requested columns are chosen."""
         if self.feed is not None:
             return self.feed.output_schema
         assert self.scan is not None
@@ -116,6 +118,8 @@ class ResolvedRead:
 
     @property
     def takes_filters(self) -> bool:
+        """Whether Spark's filters may be pushed into the read: not when net changes or update
+        pairing would see fewer rows than they need."""
         return self.feed is None or not (self.feed.options.net
                                          or self.feed.options.pairs_updates)
 
@@ -136,8 +140,8 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
         scan.snapshot  # noqa: B018  (resolves now: an unknown snapshot fails at load time)
         return ResolvedRead(table, scan=scan)
     if is_change_read(options):
-        read = change_read(options)
-        request, rows = read.range, read.rows
+        change = change_read(options)
+        request, rows = change.range, change.rows
     else:
         # A stream (only streaming options given): its schema is the current snapshot's,
         # and resolving its history here would fail on expired snapshots it never reads.
@@ -168,6 +172,7 @@ class MeltwaterBatchReader(DataSourceReader):
 
     @property
     def names(self) -> list[str]:
+        """The column names Spark asked for."""
         return list(self.schema.fieldNames())
 
     def _read(self) -> ResolvedRead:
@@ -187,6 +192,8 @@ class MeltwaterBatchReader(DataSourceReader):
     # -- driver side ------------------------------------------------------------------------
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Take the filters meltwater translates into its own row filter; return the others to
+        Spark, which applies them."""
         read = self._read()
         if not read.takes_filters:
             log.info("meltwater: change read with update pairing or net changes takes no "
@@ -200,6 +207,8 @@ class MeltwaterBatchReader(DataSourceReader):
         return returned
 
     def partitions(self) -> list[InputPartition]:
+        """Plan the read on the driver: one partition per task group of a snapshot read, per
+        commit with changes of a change read, or one for a range read as net changes."""
         read = self._read()
         if read.feed is not None:
             return self._change_partitions(read.feed)
@@ -242,6 +251,7 @@ class MeltwaterBatchReader(DataSourceReader):
     # -- executor side ------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read one partition on an executor, as Arrow batches in Spark's requested schema."""
         if not isinstance(partition, ReadPartition):  # Spark's placeholder: nothing to read
             return
         target = spark_arrow_schema(self.schema)

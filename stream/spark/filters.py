@@ -74,6 +74,7 @@ _COMPARISONS: dict[type, Op] = {
     LessThan: Op.LT,
     LessThanOrEqual: Op.LT_EQ,
 }
+_COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 # The comparison that is true exactly where `op` is false, for non-null operands.
 _COMPLEMENT = {Op.EQ: Op.NOT_EQ, Op.GT: Op.LT_EQ, Op.GT_EQ: Op.LT, Op.LT: Op.GT_EQ,
                Op.LT_EQ: Op.GT}
@@ -163,7 +164,7 @@ def _exact(flt: Filter, schema: Schema, negate: bool) -> Expression:
             return _predicate(Op.NOT_IN, term, *known)
         return _predicate(Op.IN, term, *known)
     op = _COMPARISONS.get(type(flt))
-    if op is None:
+    if op is None or not isinstance(flt, _COMPARISON_TYPES):
         raise _UntranslatableError(f"{type(flt).__name__} is not translated")
     value = flt.value
     if value is None or isinstance(value, (list, tuple, dict)):

@@ -149,6 +149,8 @@ def is_change_read(options: Mapping[str, str]) -> bool:
 
 
 def snapshot_read(options: Mapping[str, str]) -> SnapshotRead:
+    """The snapshot a batch read targets, from `snapshot-id`/`versionAsOf`,
+    `as-of-timestamp`/`timestampAsOf`, `branch` or `tag`."""
     lowered = _lower(options)
     ref = lowered.get("branch") or lowered.get("tag")
     if lowered.get("branch") and lowered.get("tag"):

@@ -46,6 +46,7 @@ class ReadPartition(InputPartition):
     io_properties: tuple[tuple[str, str], ...] = field(default=(), kw_only=True, repr=False)
 
     def open_io(self) -> FileIO:
+        """The FileIO an executor reads the partition's files with."""
         from meltwater.planner.fileio import shared_file_io  # executors only
 
         return shared_file_io(dict(self.io_properties))

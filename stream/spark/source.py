@@ -84,9 +84,11 @@ class MeltwaterDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name Spark registers the source under: `spark.read.format("meltwater")`."""
         return "meltwater"
 
     def schema(self) -> StructType:
+        """The read's Spark schema, resolved from the options against the table's metadata."""
         from meltwater.stream.spark.arrow_types import spark_schema
         from meltwater.stream.spark.batch_reader import resolve_read
 
@@ -97,12 +99,14 @@ class MeltwaterDataSource(DataSource):
         return spark_schema(read.arrow_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """The batch reader, planning against the metadata file `schema()` resolved."""
         from meltwater.stream.spark.batch_reader import MeltwaterBatchReader
 
         return MeltwaterBatchReader(self.options, schema,
                                     getattr(self, "_metadata_location", None))
 
     def streamReader(self, schema: StructType) -> Any:
+        """The stream reader of a `readStream` query."""
         from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
 
         return MeltwaterStreamReader(self.options, schema)

@@ -46,7 +46,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -86,7 +86,7 @@ def _unfit_for_stream(what: str) -> StreamError:
 class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The change feed of the table in `options`, in the Spark schema `schema`."""
 
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = dict(options)
         self.schema = schema
         self.read_options = stream_read(self.options)  # fail early on a bad option
@@ -111,6 +111,7 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     @property
     def stream(self) -> ChangeStream:
+        """The driver's change stream, created on first use (executors never need one)."""
         if self._stream is None:
             self._stream = ChangeStream(self.read_options, self.schema.fieldNames())
         return self._stream
@@ -118,11 +119,14 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- offsets -----------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
+        """Where a query without a checkpoint starts, as Spark stores it."""
         offset = self.stream.initial_offset()
         self._last = offset
         return offset.to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """The limit of a micro-batch from the options (`maxFilesPerTrigger`, ...); everything
+        available when none is set."""
         read = self.read_options
         if read.max_files is not None:
             return ReadMaxFiles(read.max_files)
@@ -150,18 +154,23 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return Budget(files, rows, size)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next micro-batch after `start`, as far as `limit` lets it read."""
         end = self.stream.latest_offset(StreamOffset.from_json(start), self.budget(limit))
         self._last = end
         return end.to_json()
 
     def reportLatestOffset(self) -> dict | None:
+        """The offset at the table's newest snapshot, for Spark's progress reports."""
         latest = self.stream.report_latest(self._last)
         return None if latest is None else latest.to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read up to the newest snapshot there is now, then stop."""
         self.stream.pin_target()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """The micro-batch's commit parts between two offsets, packed into partitions of about
+        the split size."""
         stream = self.stream
         parts = stream.parts(StreamOffset.from_json(start), StreamOffset.from_json(end))
         groups = pack_parts(parts, stream.split_target())
@@ -170,10 +179,12 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 for group in groups]
 
     def commit(self, end: dict) -> None:
+        """Spark committed a micro-batch: drop what the stream planned for it."""
         if self._stream is not None:
             self._stream.forget(StreamOffset.from_json(end))
 
     def stop(self) -> None:
+        """The query stopped: close the stream and the table's watcher."""
         if self._stream is not None:
             self._stream.close()  # stops the table's watcher
         self._stream = None
@@ -181,6 +192,7 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- executors ---------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read one partition on an executor, as Arrow batches in the stream's Spark schema."""
         assert isinstance(partition, ChangePartition), partition
         if self._arrow is None:
             self._arrow = spark_arrow_schema(self.schema)

@@ -317,6 +317,8 @@ class ChangeStream:
 
     @property
     def stream(self) -> _StreamSchema:
+        """What the stream fixed when it started (schema, columns, change options), loaded on
+        first use."""
         if self._stream is None:
             self.load()
         assert self._stream is not None
@@ -524,6 +526,7 @@ class ChangeStream:
 
     @property
     def options(self) -> ChangeOptions:
+        """The change options the stream's rows are shaped by."""
         return self.stream.options
 
     def split_target(self) -> int:

@@ -151,6 +151,7 @@ class DirectoryWatch:
 
     @property
     def path(self) -> str:
+        """The directory watched."""
         return self.watched.path
 
     @property
@@ -159,6 +160,7 @@ class DirectoryWatch:
         return not self.cancelled and self.watched.alive
 
     def cancel(self) -> None:
+        """Stop receiving the directory's events; calling it again does nothing."""
         if not self.cancelled:
             self.cancelled = True
             self.hub.unsubscribe(self.watched, self.callback)

@@ -63,6 +63,8 @@ class SnapshotEvent:
     @classmethod
     def of(cls, snapshot: Snapshot, metadata_location: str, *,
            reset: bool = False) -> SnapshotEvent:
+        """The event of one snapshot, with the counts its summary records; `reset` marks a table
+        replaced or rolled back."""
         summary = snapshot.summary
         return cls(snapshot.snapshot_id, snapshot.parent_id, snapshot.sequence_number,
                    snapshot.operation, snapshot.timestamp_ms, metadata_location,
@@ -83,6 +85,7 @@ class SnapshotEvent:
         return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def to_json(self) -> dict[str, Any]:
+        """The event as a JSON object, as `meltwater watch --format json` prints it."""
         return {"snapshot_id": self.snapshot_id, "parent_id": self.parent_id,
                 "sequence_number": self.sequence_number, "operation": self.operation,
                 "timestamp_ms": self.timestamp_ms, "committed_at": self.committed_at,
@@ -108,6 +111,7 @@ class Cursor:
 
     @classmethod
     def at(cls, snapshot: Snapshot) -> Cursor:
+        """The cursor at a snapshot, keeping its sequence number and time for after it expires."""
         return cls(snapshot.snapshot_id, snapshot.sequence_number, snapshot.timestamp_ms)
 
     def known(self, metadata: TableMetadata) -> Cursor:

@@ -229,6 +229,7 @@ class SnapshotWatcher:
 
     @property
     def running(self) -> bool:
+        """Whether the watcher has started and not stopped."""
         with self._cond:
             return self._started and not self._stopped
 
@@ -314,7 +315,7 @@ class SnapshotWatcher:
                 delay = self.interval
 
     def _on_file_event(self, event: Any) -> None:
-        """watchdog's thread: wake the watcher for files that can mean a commit."""
+        """On watchdog's thread: wake the watcher for files that can mean a commit."""
         paths = [os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "")
                                                            or "")]
         if paths[0] != self._dir and not any(

@@ -444,7 +444,7 @@ def test_metrics_evaluator_is_fast_enough_for_every_manifest_entry():
 # -- interop: files Iceberg Java wrote ---------------------------------------------------------
 
 
-def _decoded(pairs, schema, lookup):
+def _decoded(pairs, lookup):
     """{field id: internal value} of an Avro key/value list, for top-level primitives."""
     from meltwater.planner.conversions import from_bytes
 
@@ -536,8 +536,8 @@ def test_iceberg_java_partitions_bounds_and_pruning_agree(corpus):
                                            for p in df["null_value_counts"] or ()},
                         nan_value_counts={p["key"]: p["value"]
                                           for p in df["nan_value_counts"] or ()},
-                        lower_bounds=_decoded(df["lower_bounds"], schema, lookup),
-                        upper_bounds=_decoded(df["upper_bounds"], schema, lookup))
+                        lower_bounds=_decoded(df["lower_bounds"], lookup),
+                        upper_bounds=_decoded(df["upper_bounds"], lookup))
                     for fid, values in columns.items():
                         present = [v for v in values if v is not None and v == v]
                         if fid in file.lower_bounds and present:

@@ -17,7 +17,7 @@ class RemoteLookingIO(PyArrowFileIO):
         super().__init__()
         self.threads: set[str] = set()
 
-    def is_local(self, location: str) -> bool:
+    def is_local(self, _location: str) -> bool:
         return False
 
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:

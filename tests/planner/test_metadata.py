@@ -86,7 +86,7 @@ def test_newest_metadata_file_is_never_a_writers_temporary_file(corpus, tmp_path
     assert load_table(str(copy)).metadata_location == str(catalog)
 
 
-def test_version_hint_deleted_between_exists_and_read(corpus, tmp_path):
+def test_version_hint_deleted_between_exists_and_read(corpus):
     """Iceberg deletes version-hint.text before renaming the new one in: a reader that saw
     it exist may find it gone, and then lists the metadata files instead of failing."""
     from meltwater.planner.errors import NoSuchFileError

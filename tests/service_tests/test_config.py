@@ -31,13 +31,13 @@ def test_minimal_config_has_service_defaults():
     assert pipeline.sink.type == "sqlite" and pipeline.sink.options["table"] == "orders"
 
 
-@pytest.mark.parametrize("text, seconds", [("10s", 10), ("500ms", 0.5), ("1min", 60),
+@pytest.mark.parametrize(("text", "seconds"), [("10s", 10), ("500ms", 0.5), ("1min", 60),
                                            ("2 h", 7200), ("1.5s", 1.5), ("ten", None)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("document, message", [
+@pytest.mark.parametrize(("document", "message"), [
     ({}, "pipelines: is required"),
     ({"pipelines": []}, "pipelines: needs at least one"),
     ({"servce": {}, **minimal()}, "servce: unknown key (did you mean 'service'?)"),
@@ -125,7 +125,7 @@ def test_a_registered_sink_kind_is_configured_by_its_own_keys():
 
     register_sink_kind(SinkKind(
         "test-queue", {"topic": SinkOption(str, required=True), "batch": SinkOption(int)},
-        writer=lambda frame, options, placement: None,
+        writer=lambda _frame, _options, _placement: None,
         source_options={"compute-updates": "true"}, source_options_reason="for the test",
         defaults=lambda placement: {"batch": len(placement.pipeline)}))
     config = parse_config(minimal(sink={"type": "test-queue", "topic": "t"}))

@@ -133,7 +133,7 @@ class CommitLoop(threading.Thread):
                 commit = self.writer.commit()
                 self.by_sequence[commit.sequence_number] = commit
                 time.sleep(self.rng.uniform(*self.pause))
-        except BaseException as error:  # reported by the test
+        except BaseException as error:  # noqa: BLE001  (reported by the test, whatever it is)
             self.error = error
 
     def commit_at(self, sequence_number: int, timeout: float = 30) -> Commit:

@@ -13,7 +13,10 @@ table's metadata, never from timing.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
+
+import psycopg
 
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
@@ -30,7 +33,7 @@ def _position(url: str, pipeline: str) -> int | None:
     try:
         found = fetch(url, "SELECT snapshot_id FROM meltwater_ledger WHERE pipeline = ? "
                            "ORDER BY batch_id DESC LIMIT 1", (pipeline,))
-    except Exception:  # the service has not created its tables yet
+    except (sqlite3.Error, psycopg.Error):  # the service has not created its tables yet
         return None
     return found[0][0] if found else None
 

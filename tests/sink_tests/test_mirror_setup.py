@@ -29,7 +29,7 @@ V1 = Schema((NestedField(1, "id", LONG, required=True), NestedField(2, "name", S
 V2 = Schema((*V1.fields, NestedField(3, "note", STRING)), 1, (1,))
 
 
-def inserts(rows: list[dict], schema: Schema = V1, ordinal: int = 0) -> pa.Table:
+def inserts(rows: list[dict], ordinal: int = 0) -> pa.Table:
     table = pa.Table.from_pylist(rows)
     return (table.append_column("_change_type", pa.array(["INSERT"] * len(rows)))
             .append_column("_change_ordinal", pa.array([ordinal] * len(rows), pa.int32())))

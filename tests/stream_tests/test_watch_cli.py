@@ -73,7 +73,7 @@ def test_watch_prints_commits_and_exits_0_on_sigterm(corpus, tmp_path, poll):
     assert status == 0, errors
 
 
-def test_watch_text_lines_after_a_snapshot_and_ctrl_c(corpus, tmp_path):
+def test_watch_text_lines_after_a_snapshot_and_ctrl_c(corpus):
     scenario = corpus.scenarios["mor_partitioned"]
     metadata = load_table(scenario.location).metadata
     main = metadata.ancestors(metadata.current_snapshot_id)[::-1]  # oldest first

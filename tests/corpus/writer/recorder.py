@@ -146,7 +146,7 @@ class Recorder:
                 f"table => '{NAMESPACE}.{self.name}', changelog_view => '{view}')")
             count = self.spark.table(view).count()
             return f"ok: {count} change rows"
-        except Exception as error:  # the verdict is the message, whatever the type
+        except Exception as error:  # noqa: BLE001  (the verdict is the message, whatever the type)
             lines = str(error).strip().splitlines() or ["(no message)"]
             return "refused: " + lines[0][:200]
 
