@@ -263,3 +263,42 @@ def test_the_rest_catalog_example_passes_serve_check_and_creates_nothing(seaweed
     done = run(wrong, "serve", "--config", str(config), "--check")
     assert done.returncode == 2
     assert f"pipelines[0].table: table lake.{NAMESPACE}.orders: catalog 'lake'" in done.stderr
+
+
+def test_vended_credentials_are_renewed_by_the_stream_and_reach_its_partitions(
+        seaweed_vending):
+    """A catalog that vends expiring, table-scoped keys: every load of a stream asks the
+    catalog again, so the FileIO properties its micro-batches' partitions carry are the
+    newest keys (a later expiry), and those keys read the table. The server's shortest
+    session is 15 minutes, so expiry itself is shown by the refusal test above."""
+    from pyiceberg.catalog import load_catalog
+
+    from meltwater.planner.fileio import shared_file_io
+    from meltwater.stream.engine.change_schema import METADATA_COLUMNS
+    from meltwater.stream.engine.held_changes import read_parts
+    from meltwater.stream.spark.options import stream_read
+    from meltwater.stream.watch.change_stream import ChangeStream
+
+    writer = load_catalog("writer", **seaweed_vending.catalog_properties())
+    writer.create_namespace_if_not_exists(NAMESPACE)
+    table = writer.create_table((NAMESPACE, "vended"), schema=SCHEMA)
+    table.append(pa.Table.from_pylist(
+        [{"id": i, "category": "v", "name": f"v{i}", "amount": 1.0} for i in range(5)],
+        schema=SCHEMA))
+    options = {f"catalog.{k}": v
+               for k, v in seaweed_vending.catalog_properties(with_s3=False).items()}
+    read = stream_read({"path": f"vend.{NAMESPACE}.vended", "starting": "earliest", **options})
+    stream = ChangeStream(read, [*SCHEMA.names, *METADATA_COLUMNS], watch=False)
+    first = dict(stream.load().io_properties)
+    time.sleep(1.1)
+    start = stream.initial_offset()
+    end = stream.latest_offset(start)
+    second = dict(stream.load().io_properties)
+    assert first["s3.access-key-id"] != second["s3.access-key-id"]
+    assert int(second["s3.session-token-expires-at-ms"]) > int(
+        first["s3.session-token-expires-at-ms"])
+    assert "credential" not in " ".join(second)  # the catalog's own secret stays behind
+    rows = pa.Table.from_batches(list(read_parts(
+        stream.parts(start, end), shared_file_io(second),
+        stream.options)))
+    assert sorted(rows["id"].to_pylist()) == list(range(5))
