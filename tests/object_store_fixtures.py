@@ -76,14 +76,17 @@ def sqlite_catalog(seaweed: SeaweedServer, tmp_path, namespace: str) -> Any:
 
 
 @pytest.fixture
-def postgres_catalog(seaweed: SeaweedServer, pg_database: str, namespace: str) -> Any:
-    """pyiceberg's SqlCatalog on the session's PostgreSQL (SQLAlchemy on psycopg 3)."""
+def postgres_catalog(seaweed: SeaweedServer, pg_database: str, namespace: str) -> Iterator[Any]:
+    """pyiceberg's SqlCatalog on the session's PostgreSQL (SQLAlchemy on psycopg 3); its
+    connection pool is closed after the test (else its connections are garbage)."""
     from pyiceberg.catalog import load_catalog
 
     uri = pg_database.replace("postgresql://", "postgresql+psycopg://", 1)
-    return load_catalog("postgres", type="sql", uri=uri,
-                        warehouse=f"s3://warehouse/pg-{namespace}",
-                        **seaweed.file_io_properties())
+    catalog = load_catalog("postgres", type="sql", uri=uri,
+                           warehouse=f"s3://warehouse/pg-{namespace}",
+                           **seaweed.file_io_properties())
+    yield catalog
+    catalog.engine.dispose()
 
 
 @pytest.fixture(scope="session")

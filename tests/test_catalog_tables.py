@@ -302,3 +302,21 @@ def test_vended_credentials_are_renewed_by_the_stream_and_reach_its_partitions(
         stream.parts(start, end), shared_file_io(second),
         stream.options)))
     assert sorted(rows["id"].to_pylist()) == list(range(5))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                                  "glue"])
+@pytest.mark.usefixtures("seaweed")
+def test_sql_and_glue_catalog_tables_are_read_by_identifier(request, kind, namespace):
+    """pyiceberg's SqlCatalog (on SQLite and on the session's PostgreSQL) and GlueCatalog
+    (on moto's Glue), their tables on SeaweedFS's S3: meltwater reads each step of a
+    pyiceberg history by identifier, given the same catalog properties pyiceberg used."""
+    catalog = request.getfixturevalue(f"{kind}_catalog")
+    history = write_history(catalog, (namespace, "orders"))
+    identifier = parse_table_source(f"{namespace}.orders", catalog=kind).identifier
+    source = TableSource(identifier=identifier,
+                         catalog_properties={**catalog.properties, "type": kind
+                                             if kind == "glue" else "sql"})
+    for step in history.steps:
+        rows = meltwater.stream.scan(source, snapshot_id=step.snapshot_id).read_all()
+        assert_same_rows(rows, step.rows, f"{kind} catalog at {step.label}")
