@@ -37,19 +37,26 @@ EVENT_WAIT_MS = "250"
 MAX_BACKOFF_S = 60.0
 
 
+def _source_offset(progress: dict[str, Any] | None, which: str) -> dict[str, Any] | None:
+    """The source's `endOffset` or `latestOffset` in a progress report, as a dict (Spark
+    gives it as JSON text, pyspark's own objects as a dict); None if it has no snapshot."""
+    sources = (progress or {}).get("sources") or []
+    offset = sources[0].get(which) if sources else None
+    if isinstance(offset, str):
+        try:
+            offset = json.loads(offset)
+        except ValueError:
+            return None
+    if not isinstance(offset, dict) or offset.get("snapshot_id") is None:
+        return None
+    return offset
+
+
 def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
     """The snapshot a committed batch ends at; a batch ending inside a commit (read limits)
     has reached that commit's parent."""
-    sources = progress.get("sources") or []
-    if not sources:
-        return None
-    end = sources[0].get("endOffset")
-    if isinstance(end, str):
-        try:
-            end = json.loads(end)
-        except ValueError:
-            return None
-    if not isinstance(end, dict) or end.get("snapshot_id") is None:
+    end = _source_offset(progress, "endOffset")
+    if end is None:
         return None
     snapshot_id = int(end["snapshot_id"])
     head.know(snapshot_id)
@@ -61,16 +68,8 @@ def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
 def latest_snapshot(progress: dict[str, Any] | None) -> int | None:
     """The newest snapshot the source has seen, by its last progress report (idle reports
     included): how a catalog table's head learns of commits without asking the catalog."""
-    sources = (progress or {}).get("sources") or []
-    latest = sources[0].get("latestOffset") if sources else None
-    if isinstance(latest, str):
-        try:
-            latest = json.loads(latest)
-        except ValueError:
-            return None
-    if not isinstance(latest, dict) or latest.get("snapshot_id") is None:
-        return None
-    return int(latest["snapshot_id"])
+    latest = _source_offset(progress, "latestOffset")
+    return None if latest is None else int(latest["snapshot_id"])
 
 
 class PipelineRun:

@@ -25,10 +25,9 @@ from corpus.loader import Corpus
 _names = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def seaweed() -> Iterator[SeaweedServer]:
-    """One SeaweedFS for the test session, on loopback, deleted at its end."""
-    server = SeaweedServer()
+def _running(server: SeaweedServer) -> Iterator[SeaweedServer]:
+    """`server` started for a fixture's life and stopped after; the test fails (never
+    skips) when it cannot start."""
     try:
         server.start()
     except SeaweedUnavailableError as error:
@@ -36,19 +35,18 @@ def seaweed() -> Iterator[SeaweedServer]:
         pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[SeaweedServer]:
+    """One SeaweedFS for the test session, on loopback, deleted at its end."""
+    yield from _running(SeaweedServer())
 
 
 @pytest.fixture(scope="session")
 def seaweed_vending() -> Iterator[SeaweedServer]:
     """A second SeaweedFS whose catalog vends table-scoped keys lasting 900 s (the minimum)."""
-    server = SeaweedServer(vended_credentials_seconds=900)
-    try:
-        server.start()
-    except SeaweedUnavailableError as error:
-        server.stop()
-        pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
-    yield server
-    server.stop()
+    yield from _running(SeaweedServer(vended_credentials_seconds=900))
 
 
 @pytest.fixture
@@ -154,14 +152,7 @@ def seaweed_plain_lake() -> Iterator[SeaweedServer]:
     For the S3 corpus in catalogs other than the REST one: SeaweedFS's table bucket refuses
     Puffin files, so v3 deletion vectors can live only in a plain bucket.
     """
-    server = SeaweedServer(bucket="tables", plain_buckets=("lake",))
-    try:
-        server.start()
-    except SeaweedUnavailableError as error:
-        server.stop()
-        pytest.fail(f"SeaweedFS is unavailable: {error}", pytrace=False)
-    yield server
-    server.stop()
+    yield from _running(SeaweedServer(bucket="tables", plain_buckets=("lake",)))
 
 
 @pytest.fixture(scope="session")
