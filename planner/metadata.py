@@ -25,7 +25,7 @@ from meltwater.planner.errors import (
     StorageError,
     UnsupportedFeatureError,
 )
-from meltwater.planner.fileio import FileIO, shared_file_io
+from meltwater.planner.fileio import FileIO, PyArrowFileIO, shared_file_io
 from meltwater.planner.partitioning import (
     PartitionSpec,
     SortOrder,
@@ -457,7 +457,7 @@ def locate_table(source: TableSource, io: FileIO | None = None) -> LocatedTable:
         return LocatedTable(found.metadata_location,
                             shared_file_io({**found.io_properties, **source.io_properties}))
     assert source.location is not None
-    io = io or shared_file_io(source.io_properties)
+    io = io or PyArrowFileIO(source.io_properties)  # a location reads the environment
     return LocatedTable(find_metadata_location(source.location, io), io)
 
 
@@ -473,8 +473,7 @@ def load_table(table: str | TableSource, io: FileIO | None = None, *,
     source = table if isinstance(table, TableSource) else parse_table_source(table)
     try:
         if metadata_location is not None and source.identifier is None:
-            located = LocatedTable(metadata_location,
-                                   io or shared_file_io(source.io_properties))
+            located = LocatedTable(metadata_location, io or PyArrowFileIO(source.io_properties))
         else:
             located = locate_table(source, io)
         if metadata_location is not None:

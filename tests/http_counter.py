@@ -49,10 +49,13 @@ class CountingProxy:
                 body = self.rfile.read(length) if length else None
                 upstream = http.client.HTTPConnection(proxy.upstream_host,
                                                       proxy.upstream_port, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                upstream.request(self.command, self.path, body=body, headers=headers)
-                answer = upstream.getresponse()
-                data = answer.read()
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    answer = upstream.getresponse()
+                    data = answer.read()
+                finally:
+                    upstream.close()
                 self.send_response(answer.status, answer.reason)
                 for key, value in answer.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection",
@@ -61,7 +64,6 @@ class CountingProxy:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                upstream.close()
 
             # BaseHTTPRequestHandler's names for its handlers
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward  # noqa: N815

@@ -241,6 +241,9 @@ class SeaweedServer:
             str(self.weed), f"-logdir={self.home / 'log'}", "server",
             f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.preStopSeconds=0",
+            # each bucket is a collection that takes volumes of its own; the default of 8
+            # volumes runs out at the second bucket written to ("INTERNAL_FAILURE" on upload)
+            "-volume.max=100",
             f"-master.port={p['master']}", f"-master.port.grpc={p['master.grpc']}",
             f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume.grpc']}",
             "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer.grpc']}",

@@ -111,7 +111,7 @@ from meltwater.planner.errors import (
     OffsetError,
     StreamError,
 )
-from meltwater.planner.fileio import FileIO, shared_file_io
+from meltwater.planner.fileio import FileIO, PyArrowFileIO
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.metadata import (
     Snapshot,
@@ -217,7 +217,7 @@ class ChangeStream:
                  io: FileIO | None = None, watch: bool = True) -> None:
         self.read = read
         self.columns = tuple(columns)
-        self.io = io or shared_file_io(read.source.io_properties)
+        self.io = io or PyArrowFileIO(read.source.io_properties)
         # a metadata file never changes: nothing to watch
         self.watch = watch and not (read.source.location or "").endswith(".json")
         self._watcher: SnapshotWatcher | None = None

@@ -59,7 +59,7 @@ from meltwater.planner.errors import (
     NoSuchTableError,
     UnsupportedFeatureError,
 )
-from meltwater.planner.fileio import FileIO, shared_file_io
+from meltwater.planner.fileio import FileIO, PyArrowFileIO
 from meltwater.planner.metadata import (
     TableMetadata,
     locate_table,
@@ -139,7 +139,7 @@ class SnapshotWatcher:
                                f"of seconds below {MAX_INTERVAL:g}")
         self.source = table if isinstance(table, TableSource) else parse_table_source(table)
         self.location = str(self.source)  # what messages call the table
-        self.io = io or shared_file_io(self.source.io_properties)
+        self.io = io or PyArrowFileIO(self.source.io_properties)
         self.after = after
         location = self.source.location or ""
         local = _local_dir(location) if self.source.location is not None else None
