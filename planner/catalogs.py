@@ -222,8 +222,8 @@ def _catalog_error(error: Exception, where: str, table: str | None) -> Exception
                 "SSLError", "ServiceUnavailableError", "ServerError", "TooManyRequestsError"):
         return CatalogError(f"{where} cannot be reached ({text})")
     if kind == "NotInstalledError":
-        return CatalogError(f"{where}: {text} (install meltwater's extra for this catalog, "
-                            "e.g. `pip install 'meltwater[glue]'`)")
+        return CatalogError(f"{where}: {text} (install meltwater with this catalog's extra, "
+                            "e.g. `pip install '.[glue]'` in meltwater's checkout)")
     if isinstance(error, ValueError):
         return CatalogError(f"{where} is misconfigured ({text})")
     return CatalogError(f"{where}: {kind}: {text}")
