@@ -45,9 +45,10 @@ typecheck: $(BIN)/meltwater
 test: sysdeps $(BIN)/meltwater lint
 	$(BIN)/pytest
 
-# The tests that need none of the Iceberg Java corpus, Spark, PostgreSQL or a service process
-# (tests/conftest.py marks each test by the fixtures it uses): no JDK, no system packages.
-FAST := not corpus and not spark and not postgres and not service and not objectstore
+# The tests that need none of the Iceberg Java corpus, Spark, PostgreSQL, a service process
+# or a fresh build of the wheel (tests/conftest.py marks each test by the fixtures it uses):
+# no JDK, no system packages.
+FAST := not corpus and not spark and not postgres and not service and not objectstore and not build
 
 test-fast: $(BIN)/meltwater
 	$(BIN)/pytest -q -m "$(FAST)"

@@ -30,6 +30,8 @@ FIXTURE_MARKS = {
     "seaweed_vending": "objectstore",  # the same, vending table-scoped credentials
     "seaweed_plain_lake": "objectstore",  # the same, its bucket `lake` a plain one
     "s3_corpus": "corpus",  # the Iceberg Java corpus written at s3:// locations
+    "wheel_venv": "build",  # the wheel built and installed into a fresh virtualenv (~1 GB)
+    "docker_engine": "build",  # `docker build` of deploy/docker (where an engine runs)
 }
 
 # The object-store and catalog fixtures (tests/object_store_fixtures.py), for every test.
