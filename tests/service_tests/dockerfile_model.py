@@ -273,10 +273,14 @@ def _run(command: str, image: Image, links: dict[str, Path | frozenset[str]],
                 if not path.startswith("-"):
                     image.add(image.absolute(path))
         elif program == "ln" and rest and rest[0].startswith("-s"):
-            link = image.absolute(rest[-1])
-            if link not in links:
-                problems.append(f"{where}: links {link}; say what it holds (links=)")
-            image.add(link, links.get(link))
+            *targets, name = [w for w in rest if not w.startswith("-")]
+            made = [image.absolute(name)] if len(targets) == 1 and not name.endswith("/") \
+                else [posixpath.join(image.absolute(name), posixpath.basename(t))
+                      for t in targets]
+            for link in made:
+                if link not in links:
+                    problems.append(f"{where}: links {link}; say what it holds (links=)")
+                image.add(link, links.get(link))
         elif program == "pip" and "wheel" in rest:
             folder = rest[rest.index("--wheel-dir") + 1] if "--wheel-dir" in rest else "."
             image.add(posixpath.join(image.absolute(folder), wheel_name))

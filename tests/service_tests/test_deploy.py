@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -62,10 +63,15 @@ def wheel_name() -> str:
 
 @functools.cache
 def image() -> Replay:
-    """deploy/docker/Dockerfile replayed. Its two links hold a Java runtime (`bin/java`,
-    wherever Debian put it) and the pyspark that the wheel's dependencies install."""
-    links = {"/opt/java": frozenset({"bin/java"}), "/opt/spark": pyspark_home()}
-    return replay(DOCKER / "Dockerfile", ROOT, links=links, wheel_name=wheel_name())
+    """deploy/docker/Dockerfile replayed. Its links hold a Java runtime (`bin/java`,
+    wherever Debian put it) and the folders of the pyspark the wheel's dependencies install."""
+    return replay(DOCKER / "Dockerfile", ROOT, links=image_links(), wheel_name=wheel_name())
+
+
+def image_links() -> dict[str, Path | frozenset[str]]:
+    """What each link the Dockerfile makes holds."""
+    spark = {f"/opt/spark/{name}": pyspark_home() / name for name in ("bin", "sbin", "jars")}
+    return {"/opt/java": frozenset({"bin/java"}), **spark}
 
 
 def unit_file(path: Path) -> dict[str, list[tuple[str, str]]]:
@@ -198,8 +204,7 @@ def test_the_model_finds_what_a_dockerfile_lacks(tmp_path):
     shutil.copy(DOCKER / "Dockerfile.dockerignore", tmp_path / "Dockerfile.dockerignore")
     broken.write_text(original.replace("COPY deploy/spark/submit.py", "COPY deploy/spark/gone.py")
                       .replace("ls /opt/spark/bin/spark-submit", "ls /opt/spark/bin/spark-gone"))
-    links = {"/opt/java": frozenset({"bin/java"}), "/opt/spark": pyspark_home()}
-    build = replay(broken, ROOT, links=links, wheel_name=wheel_name())
+    build = replay(broken, ROOT, links=image_links(), wheel_name=wheel_name())
     assert any("deploy/spark/gone.py is not in the build context" in p for p in build.problems)
     assert any("/opt/spark/bin/spark-gone" in p for p in build.problems)
     assert not build.final.has("/opt/meltwater/submit.py")
@@ -341,6 +346,36 @@ def kubernetes_jar_strings(member: str, pattern: bytes) -> set[str]:
     jar = next((pyspark_home() / "jars").glob("spark-kubernetes_*.jar"))
     with zipfile.ZipFile(jar) as archive:
         return {m.decode() for m in re.findall(pattern, archive.read(member))}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv")
+                    or not list(Path("/usr/lib").glob("*/libnss_wrapper.so")),
+                    reason="needs root, setpriv and libnss-wrapper (make sysdeps installs it)")
+def test_entrypoint_names_a_user_id_that_has_no_passwd_entry():
+    """Kubernetes may run the image as any uid: the entry point gives it a passwd entry
+    (nss_wrapper), which Hadoop's login in Spark's JVM needs."""
+    uid = 54321
+    assert subprocess.run(["getent", "passwd", str(uid)], capture_output=True).returncode != 0
+    work = Path(tempfile.mkdtemp())
+    try:
+        work.chmod(0o777)
+        program = work / "bin" / "meltwater"
+        program.parent.mkdir()
+        program.write_text('#!/bin/sh\n{ id -un; getent passwd "$(id -u)"; } > "$STUB_LOG"\n')
+        program.chmod(0o755)
+        log = work / "started"
+        env = {"PATH": f"{program.parent}:/usr/bin:/bin", "STUB_LOG": str(log),
+               "HOME": "/var/lib/meltwater", "JAVA_HOME": "/nonexistent"}
+        result = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}",
+                                 "--clear-groups", "bash", str(ENTRYPOINT), "serve"],
+                                env=env, cwd=work, capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+        name, entry = log.read_text().splitlines()
+        assert name == "meltwater"
+        assert entry.split(":")[2:4] == [str(uid), str(uid)]
+        assert entry.split(":")[5] == "/var/lib/meltwater"
+    finally:
+        shutil.rmtree(work)
 
 
 def test_entrypoint_finds_java_on_path_without_java_home(tmp_path):
@@ -614,13 +649,16 @@ def test_wheel_installs_into_a_fresh_virtualenv_and_runs(wheel_venv, tmp_path):
 
 
 def test_entrypoint_driver_runs_the_wheels_spark(wheel_venv, tmp_path):
-    """The image's layout on this machine: SPARK_HOME a link to the wheel's pyspark, JAVA_HOME
-    left to the entry point to find, and `driver --version` starts the real spark-submit."""
+    """The image's layout on this machine: SPARK_HOME's folders links to the wheel's pyspark,
+    JAVA_HOME left to the entry point to find; `driver --version` starts the real
+    spark-submit."""
     site, version = subprocess.run(
         [str(wheel_venv / "python"), "-c",
          "import os, pyspark; print(os.path.dirname(pyspark.__file__), pyspark.__version__)"],
         capture_output=True, text=True, check=True).stdout.split()
-    (tmp_path / "spark").symlink_to(site)
+    (tmp_path / "spark" / "conf").mkdir(parents=True)
+    for name in ("bin", "sbin", "jars"):
+        (tmp_path / "spark" / name).symlink_to(Path(site) / name)
     java = shutil.which("java")
     assert java, "the build lane needs a Java runtime on PATH (make sysdeps)"
     env = {"PATH": f"{wheel_venv}:{Path(java).parent}:/usr/bin:/bin",
