@@ -646,6 +646,12 @@ def test_wheel_installs_into_a_fresh_virtualenv_and_runs(wheel_venv, tmp_path):
                             "import meltwater.cli.main as m; print(m.__file__)"],
                            capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert where.startswith(str(wheel_venv.parent)), where
+    # README.md's extras line: a wheel takes them as a checkout does
+    wheel = wheel_venv.parents[2] / "src" / "dist" / wheel_name()
+    extras = subprocess.run([str(wheel_venv / "pip"), "install", "--dry-run", f"{wheel}[sql]"],
+                            capture_output=True, text=True, timeout=600)
+    assert extras.returncode == 0, extras.stderr[-2000:]
+    assert re.search(r"would install .*sqlalchemy", extras.stdout.lower()), extras.stdout[-2000:]
 
 
 def test_entrypoint_driver_runs_the_wheels_spark(wheel_venv, tmp_path):
