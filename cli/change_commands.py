@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from meltwater.cli.table_commands import (
+    OUTPUT_HELP,
+    TIME_HELP,
     UsageError,
     add_table_argument,
     parse_timestamp_ms,
@@ -45,7 +51,8 @@ def range_request(args: argparse.Namespace) -> RangeRequest:
             "--to-timestamp": (BoundKind.TIMESTAMP, _ms(args.to_timestamp, "--to-timestamp")),
             "--to-ref": (BoundKind.REF, args.to_ref)}
     return RangeRequest.of(given_bounds(starts, inclusive=False),
-                           given_bounds(ends, inclusive=True), skip_expired=args.skip_expired)
+                           given_bounds(ends, inclusive=True), skip_expired=args.skip_expired,
+                           skip_option="--skip-expired")
 
 
 def row_options(args: argparse.Namespace) -> RowOptions:
@@ -61,42 +68,85 @@ def row_options(args: argparse.Namespace) -> RowOptions:
         equality_deletes=args.equality_deletes, change_type_names=args.change_type_names)
 
 
+def _limited(reader: pa.RecordBatchReader, limit: int) -> Iterator[pa.RecordBatch]:
+    """The first `limit` rows of a stream; then the stream is closed, unread beyond them."""
+    remaining = limit
+    try:
+        for batch in reader:
+            if remaining <= 0:
+                return
+            if batch.num_rows > remaining:
+                batch = batch.slice(0, remaining)
+            remaining -= batch.num_rows
+            yield batch
+    finally:
+        reader.close()
+
+
 def cmd_changes(args: argparse.Namespace) -> int:
     """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
+    from meltwater.cli.progress import Progress, wanted
     from meltwater.stream.engine.change_feed import change_feed
     from meltwater.stream.engine.output import write_stream
 
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must be zero or more")
     feed = change_feed(load_table(table_source_of(args)), range_request(args), row_options(args))
     reader = feed.reader()
-    if args.format == "debezium-jsonl":
-        from meltwater.stream.engine.change_output import write_debezium_jsonl
+    if args.limit is not None:
+        reader = pa.RecordBatchReader.from_batches(reader.schema, _limited(reader, args.limit))
+    commits = {c.sequence_number: i for i, c in enumerate(feed.change_range.commits, 1)}
+    done = [0]
 
-        count = write_debezium_jsonl(reader, args.output, feed.table.location)
-    else:
-        count = write_stream(reader, args.format, args.output)
+    def seen(batch: pa.RecordBatch) -> None:
+        last = pc.max(batch.column("_commit_sequence_number")).as_py()
+        done[0] = max(done[0], commits.get(last, 0))
+
+    def details() -> list[str]:
+        planned = feed.stats.data_files_considered + feed.stats.delete_files_considered
+        return [f"commit {done[0]:,} of {len(commits):,}", f"{planned:,} files"]
+
+    with Progress("changes", args.table, enabled=wanted(args.output),
+                  details=details) as progress:
+        reader = progress.count(reader, seen)
+        if args.format == "debezium-jsonl":
+            from meltwater.stream.engine.change_output import write_debezium_jsonl
+
+            count = write_debezium_jsonl(reader, args.output, feed.table.location)
+        else:
+            count = write_stream(reader, args.format, args.output)
     if args.output:
-        print(f"wrote {count} change rows to {args.output}", file=sys.stderr)
+        rows = "change row" if count == 1 else "change rows"
+        print(f"wrote {count:,} {rows} to {args.output}", file=sys.stderr)
     return 0
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the `changes` command to the CLI."""
     changes = commands.add_parser(
-        "changes", help="row-level changes between two snapshots (from exclusive, to inclusive)")
+        "changes", help="row-level changes between two snapshots (from exclusive, to inclusive)",
+        description="The row-level changes of the commits in (from, to]: after the start, "
+                    "up to and including the end. No start means the table's whole retained "
+                    "history; no end, its current snapshot.")
     add_table_argument(changes)
     start = changes.add_mutually_exclusive_group()
     start.add_argument("--from-snapshot", type=int, metavar="ID",
                        help="changes after this snapshot (exclusive)")
     start.add_argument("--from-sequence", type=int, metavar="N",
                        help="changes committed with a sequence number above N")
-    start.add_argument("--from-timestamp", metavar="MS",
-                       help="changes committed after this time (ms or ISO-8601)")
-    start.add_argument("--from-ref", metavar="NAME", help="changes after this branch or tag")
+    start.add_argument("--from-timestamp", metavar="TIME",
+                       help=f"changes committed after this time: {TIME_HELP}")
+    start.add_argument("--from-ref", metavar="NAME",
+                       help="changes after the snapshot this branch or tag points at")
     end = changes.add_mutually_exclusive_group()
-    end.add_argument("--to-snapshot", type=int, metavar="ID", help="up to this snapshot")
-    end.add_argument("--to-sequence", type=int, metavar="N")
-    end.add_argument("--to-timestamp", metavar="MS")
-    end.add_argument("--to-ref", metavar="NAME")
+    end.add_argument("--to-snapshot", type=int, metavar="ID",
+                     help="changes up to and including this snapshot (default: the current one)")
+    end.add_argument("--to-sequence", type=int, metavar="N",
+                     help="changes up to and including sequence number N")
+    end.add_argument("--to-timestamp", metavar="TIME",
+                     help=f"changes committed up to and including this time: {TIME_HELP}")
+    end.add_argument("--to-ref", metavar="NAME",
+                     help="changes up to the snapshot this branch or tag points at")
     changes.add_argument("--net", action="store_true",
                          help="collapse each row's changes to its net effect")
     changes.add_argument("--compute-updates", action="store_true",
@@ -112,12 +162,21 @@ def register(commands: argparse._SubParsersAction) -> None:
                          default="resolve",
                          help="resolve equality deletes against live rows (default) or trust "
                               "full-row payloads (CDC writers that delete only existing rows)")
-    changes.add_argument("--change-type-names", choices=("iceberg", "delta"), default="iceberg")
+    changes.add_argument("--change-type-names", choices=("iceberg", "delta"), default="iceberg",
+                         help="_change_type values: iceberg's (default: INSERT, DELETE, "
+                              "UPDATE_BEFORE, UPDATE_AFTER) or Delta's (insert, delete, "
+                              "update_preimage, update_postimage)")
     changes.add_argument("--skip-expired", action="store_true",
                          help="skip expired history with a warning instead of failing")
-    changes.add_argument("--filter", metavar="EXPR")
-    changes.add_argument("--columns", metavar="A,B")
+    changes.add_argument("--filter", metavar="EXPR",
+                         help="row filter, e.g. \"id > 10 and name is not null\"")
+    changes.add_argument("--columns", metavar="A,B",
+                         help="table columns to return, comma-separated (the change columns "
+                              "always come)")
+    changes.add_argument("--limit", type=int, metavar="N", help="return at most N change rows")
     changes.add_argument("--format", default="table",
-                         choices=("table", "jsonl", "csv", "parquet", "debezium-jsonl"))
-    changes.add_argument("--output", metavar="PATH")
+                         choices=("table", "jsonl", "csv", "parquet", "debezium-jsonl"),
+                         help="table (default, for people), jsonl, csv, parquet (needs "
+                              "--output), or debezium-jsonl (one Debezium event a line)")
+    changes.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     changes.set_defaults(handler=cmd_changes)

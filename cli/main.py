@@ -1,25 +1,40 @@
 """Entry point of the `meltwater` console script.
 
-Subcommands register themselves in `COMMANDS`; each gets its own argparse sub-parser.
-Errors that are the user's (a `MeltwaterError`) print one line and exit with status 2;
-anything else is a bug and keeps its traceback. Ctrl-C and SIGTERM unwind through the same
-cleanup (`meltwater.cli.signals`: an `--output` file is left as it was) and exit with the
-statuses a shell gives those signals, 130 and 143.
+Each command module registers its commands, each with its own argparse sub-parser.
+Errors that are the user's (a `MeltwaterError`, or a command line argparse refuses) print
+one line and exit with status 2; anything else is a bug and keeps its traceback. Ctrl-C
+and SIGTERM unwind through the same cleanup (`meltwater.cli.signals`: an `--output` file is
+left as it was) and exit with the statuses a shell gives those signals, 130 and 143. A
+reader that closes our output early (`meltwater scan T | head`) ends the command quietly
+with status 0, as it ends `cat` or `grep`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import os
+import select
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
+from typing import NoReturn
 
 from meltwater.cli import change_commands, serve_command, signals, table_commands, watch_command
 from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # what only writing raises
+
+
+def _own_version() -> str:
+    try:
+        return metadata.version("meltwater")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def _version(_: argparse.Namespace) -> int:
@@ -31,14 +46,29 @@ def _version(_: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose refusals are one line on stderr, exit status 2: the error
+    naming the command, without the usage summary argparse prints above it (`--help` has
+    that)."""
+
+    command_parsers: Mapping[str, argparse.ArgumentParser]  # the root's: each command's
+
+    def error(self, message: str) -> NoReturn:
+        """Refuse the command line in one line (argparse's own words) and exit with 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> OneLineParser:
     """The CLI's parser, every command registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="meltwater",
         description="Change streams from Apache Iceberg tables.",
     )
+    parser.add_argument("--version", action="version", version=f"meltwater {_own_version()}",
+                        help="print meltwater's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
+    parser.command_parsers = commands.choices
     version = commands.add_parser("version", help="print the versions of meltwater and its engines")
     version.set_defaults(handler=_version)
     table_commands.register(commands)
@@ -52,7 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI: the exit status, with meltwater's errors and signals turned into messages and
     codes."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # refused by the command's own parser, so the line names the command
+        parser.command_parsers[args.command].error(
+            f"unrecognized arguments: {' '.join(extra)}")
     handler: Handler = args.handler
     try:
         with signals.signals_raise():
@@ -61,6 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception as error:
                 if signals.received() is not None:  # the signal came out as another error
                     raise _as_signal(signals.received()) from error
+                if isinstance(error, BrokenPipeError) and _reader_gone():
+                    return 0
+                if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+                    # what only writing raises, and all but stdout (`--output`) say so already
+                    _quiet_stdout()
+                    print(f"meltwater: cannot write to stdout: {error.strerror}",
+                          file=sys.stderr)
+                    return 2
                 if not isinstance(error, MeltwaterError):
                     raise  # a bug: keep its traceback
                 print(f"meltwater: {error}", file=sys.stderr)
@@ -75,6 +116,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _as_signal(signum: int | None) -> BaseException:
     return KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what its buffer still holds would fail again at exit."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _reader_gone() -> bool:
+    """Whether a BrokenPipeError is our stdout's (or stderr's) reader having closed it, as
+    `head` does once it has its lines; if so, both are pointed at /dev/null so nothing left
+    in their buffers fails again at exit. A broken pipe anywhere else is no such ending."""
+    gone = []
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            poll = select.poll()
+            poll.register(fd, select.POLLOUT)
+            if any(events & select.POLLERR for _, events in poll.poll(0)):
+                gone.append(fd)
+        except (AttributeError, OSError, ValueError):  # closed, replaced or not a file
+            continue
+    if not gone:
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in gone:
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    return True
 
 if __name__ == "__main__":
     sys.exit(main())

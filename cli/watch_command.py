@@ -82,5 +82,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "looks with file events (default 30)")
     watch.add_argument("--after", type=int, metavar="SNAPSHOT_ID",
                        help="first print the commits after this snapshot (resume)")
-    watch.add_argument("--format", choices=("text", "jsonl"), default="text")
+    watch.add_argument("--format", choices=("text", "jsonl"), default="text",
+                       help="text (default: a line per commit, for people) or jsonl (an "
+                            "object per commit, every count of its summary)")
     watch.set_defaults(handler=cmd_watch)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
 from meltwater.planner.metadata import Snapshot, Table, TableMetadata
@@ -88,11 +88,14 @@ class RangeRequest:
     that expired inside it is skipped (with a warning from the reader) or refused.
 
     No start means the whole retained history; no end the table's current snapshot.
+    `skip_option` is how the caller's user asks to skip expired history (`--skip-expired`,
+    `skip-expired-snapshots=true`), for a refusal to name.
     """
 
     start: RangeBound | None = None
     end: RangeBound | None = None
     skip_expired: bool = False
+    skip_option: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.end is not None and not self.end.inclusive:
@@ -101,10 +104,10 @@ class RangeRequest:
 
     @classmethod
     def of(cls, start: Iterable[RangeBound] = (), end: Iterable[RangeBound] = (), *,
-           skip_expired: bool = False) -> RangeRequest:
+           skip_expired: bool = False, skip_option: str | None = None) -> RangeRequest:
         """The range of the bounds a caller was given, each end at most once (a caller
         offering several ways to give an end passes whichever were set)."""
-        return cls(_once("start", start), _once("end", end), skip_expired)
+        return cls(_once("start", start), _once("end", end), skip_expired, skip_option)
 
     @classmethod
     def empty_at(cls, snapshot_id: int | None) -> RangeRequest:
@@ -316,15 +319,17 @@ def _check_unreached_start(metadata: TableMetadata, request: RangeRequest, start
     assert parent is not None
     if request.skip_expired:
         return (parent,)
+    skip = (f", or give {request.skip_option} to skip the expired snapshots with a warning"
+            if request.skip_option else "")
     if start is not None:
         raise ExpiredSnapshotsError(
             f"{named}the snapshots between {start} and {end.snapshot_id} have expired (the "
             f"oldest retained ancestor {oldest.snapshot_id} has parent {parent}, which is "
-            f"gone); start from {oldest.snapshot_id}")
+            f"gone); start from {oldest.snapshot_id}{skip}")
     raise ExpiredSnapshotsError(
         f"{named}the history before snapshot {oldest.snapshot_id} has expired (its parent "
-        f"{parent} is gone); start from {oldest.snapshot_id} or opt in to skipping expired "
-        "snapshots")
+        f"{parent} is gone); start from {oldest.snapshot_id}"
+        f"{skip or ' or opt in to skipping expired snapshots'}")
 
 
 __all__ = ["BoundKind", "ChangeRange", "RangeBound", "RangeRequest", "given_bounds",

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from meltwater.planner.errors import CorruptMetadataError
 from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.partitioning import PartitionSpec
 from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID
@@ -99,8 +100,11 @@ class DeleteFileIndex:
             return
         target = referenced_data_file(delete)
         if delete.is_deletion_vector:
-            if target is None:
-                raise ValueError(f"deletion vector {delete.file_path} names no data file")
+            if target is None:  # the spec requires it; Java would index it under no file
+                raise CorruptMetadataError(
+                    f"deletion vector {delete.file_path} (offset {delete.content_offset}) has "
+                    "no referenced_data_file, which the Iceberg spec requires of a deletion "
+                    "vector: the data file whose rows it deletes is unknown")
             current = self._dv_by_file.get(target)
             if current is None or current.sequence_number < ref.sequence_number:
                 self._dv_by_file[target] = ref

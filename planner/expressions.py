@@ -181,27 +181,38 @@ def _render(op: Op, term: str, literals: tuple[Any, ...]) -> str:
 
 
 def and_(*exprs: Expression) -> Expression:
-    """Conjunction with constant folding: TRUE disappears, FALSE absorbs."""
-    result: Expression = TRUE
+    """Conjunction with constant folding: TRUE disappears, FALSE absorbs. Three or more
+    terms make a balanced tree (see `_balanced`)."""
+    terms: list[Expression] = []
     for expr in exprs:
-        if isinstance(expr, AlwaysFalse) or isinstance(result, AlwaysFalse):
+        if isinstance(expr, AlwaysFalse):
             return FALSE
-        if isinstance(expr, AlwaysTrue):
-            continue
-        result = expr if isinstance(result, AlwaysTrue) else And(result, expr)
-    return result
+        if not isinstance(expr, AlwaysTrue):
+            terms.append(expr)
+    return _balanced(And, terms) if terms else TRUE
 
 
 def or_(*exprs: Expression) -> Expression:
-    """Disjunction with constant folding: FALSE disappears, TRUE absorbs."""
-    result: Expression = FALSE
+    """Disjunction with constant folding: FALSE disappears, TRUE absorbs. Three or more
+    terms make a balanced tree (see `_balanced`)."""
+    terms: list[Expression] = []
     for expr in exprs:
-        if isinstance(expr, AlwaysTrue) or isinstance(result, AlwaysTrue):
+        if isinstance(expr, AlwaysTrue):
             return TRUE
-        if isinstance(expr, AlwaysFalse):
-            continue
-        result = expr if isinstance(result, AlwaysFalse) else Or(result, expr)
-    return result
+        if not isinstance(expr, AlwaysFalse):
+            terms.append(expr)
+    return _balanced(Or, terms) if terms else FALSE
+
+
+def _balanced(node: type[And] | type[Or], terms: list[Expression]) -> Expression:
+    """`terms` joined by `node`, as a tree of depth log2(n) rather than n: every pass over a
+    filter recurses through its tree, and `a = 1 or a = 2 or ...` with hundreds of terms
+    nested one in the next would exceed Python's recursion limit. Up to three terms the
+    tree is the left-nested one, ((a or b) or c), as written."""
+    if len(terms) == 1:
+        return terms[0]
+    middle = (len(terms) + 1) // 2
+    return node(_balanced(node, terms[:middle]), _balanced(node, terms[middle:]))
 
 
 def not_(expr: Expression) -> Expression:

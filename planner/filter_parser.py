@@ -32,8 +32,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -66,6 +68,10 @@ _UNARY_FUNCTIONS = {
 }
 _PREFIX_FUNCTIONS = {"starts_with": Op.STARTS_WITH, "startswith": Op.STARTS_WITH,
                      "not_starts_with": Op.NOT_STARTS_WITH}
+# Parentheses and `not`s nest the tree as written (an `and` or `or` chain does not: it is
+# balanced, see `meltwater.planner.expressions.and_`), and every pass over a filter recurses
+# through it; deeper than this is refused rather than left to exceed Python's recursion limit.
+MAX_NESTING = 100
 _TYPED_LITERALS = ("date", "time", "timestamp", "timestamptz", "timestamp_ntz",
                    "timestamp_ltz")
 
@@ -123,6 +129,20 @@ class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
         self.index = 0
+        self.depth = 0
+
+    @contextlib.contextmanager
+    def nested(self, opening: Token) -> Iterator[None]:
+        """One level deeper, into the parenthesis or `not` `opening`; refused past
+        `MAX_NESTING`."""
+        if self.depth >= MAX_NESTING:
+            raise FilterError(f"filter: nested more than {MAX_NESTING} levels deep (parentheses "
+                              f"or 'not') at position {opening.pos}")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     # -- token helpers
 
@@ -166,23 +186,25 @@ class _Parser:
         return expr
 
     def parse_or(self) -> Expression:
-        expr = self.parse_and()
+        terms = [self.parse_and()]
         while self.accept_word("or"):
-            expr = or_(expr, self.parse_and())
-        return expr
+            terms.append(self.parse_and())
+        return or_(*terms)  # a balanced tree, however many terms
 
     def parse_and(self) -> Expression:
-        expr = self.parse_unary()
+        terms = [self.parse_unary()]
         while self.accept_word("and"):
-            expr = and_(expr, self.parse_unary())
-        return expr
+            terms.append(self.parse_unary())
+        return and_(*terms)
 
     def parse_unary(self) -> Expression:
-        if self.accept_word("not"):
-            return not_(self.parse_unary())
+        negation = self.accept_word("not")
+        if negation:
+            with self.nested(negation):
+                return not_(self.parse_unary())
         if self.at_punct("("):
-            self.advance()
-            expr = self.parse_or()
+            with self.nested(self.advance()):
+                expr = self.parse_or()
             self.expect_punct(")")
             return expr
         if self.tok.word in ("true", "false") and self.peek().kind != "op":

@@ -242,6 +242,10 @@ def parse_metadata(obj: dict[str, Any], where: str = "metadata") -> TableMetadat
         else:
             schema = parse_schema(_require(obj, "schema", where))
             schemas, current_schema_id = {schema.schema_id: schema}, schema.schema_id
+        if current_schema_id not in schemas:  # Java's TableMetadataParser refuses it too
+            raise CorruptMetadataError(
+                f"{where}: current-schema-id {current_schema_id} is not among the table's "
+                f"schemas (ids {', '.join(map(str, sorted(schemas))) or 'none'})")
         if "partition-specs" in obj:
             specs = {s.spec_id: s for s in map(parse_spec, obj["partition-specs"])}
             default_spec_id = obj.get("default-spec-id", 0)

@@ -9,6 +9,7 @@ older version, an empty or different table, rows of nulls, a walk that never end
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -284,3 +285,71 @@ def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_
     with pytest.raises(UnreadableFileError, match=r"foreign\.parquet: the file has no field ids "
                                              r"and none of its columns \(c0"):
         rows_of(renamed, "foreign.parquet")
+
+
+# -- 6. a current-schema-id no schema has -----------------------------------------------------
+
+
+def test_an_unknown_current_schema_id_is_refused_as_java_refuses_it(corpus, tmp_path):
+    """Java's TableMetadataParser fails such a file ("Cannot find schema with
+    current-schema-id=..."): no schema to read the table in."""
+    table = _copy(corpus.scenarios["mor_partitioned"], tmp_path)
+    path = _edit_current(table, lambda o: o.update({"current-schema-id": 77}))
+    message = "current-schema-id 77 is not among the table's schemas (ids 0)"
+    with pytest.raises(CorruptMetadataError, match=re.escape(message)):
+        load_table(str(table))
+    for command in ("snapshots", "scan", "plan", "changes"):
+        _refused(_cli(command, str(table)), path.name, message)
+
+
+# -- 7. a deletion vector naming no data file -------------------------------------------------
+
+
+def _without_dv_references(table: Path, tmp_path: Path) -> None:
+    """The current snapshot's delete manifests rewritten with every `referenced_data_file`
+    null, as a broken writer could leave a v3 table."""
+    current = _versions(table / "metadata")[-1]
+    obj = json.loads(current.read_text())
+    snapshot = next(s for s in obj["snapshots"]
+                    if s["snapshot-id"] == obj["current-snapshot-id"])
+
+    def rewrite(path: str, name: str, edit) -> Path:
+        with open(path, "rb") as f:
+            reader = fastavro.reader(f)
+            schema, records, meta = reader.writer_schema, list(reader), dict(reader.metadata)
+        for record in records:
+            edit(record)
+        out = tmp_path / name
+        with open(out, "wb") as f:
+            fastavro.writer(f, fastavro.parse_schema(schema), records,
+                            metadata={k: v for k, v in meta.items() if not k.startswith("avro.")})
+        return out
+
+    def strip(entry):
+        entry["data_file"]["referenced_data_file"] = None
+
+    def relink(manifest):
+        if manifest["content"] == 1:
+            name = Path(manifest["manifest_path"]).name
+            out = rewrite(manifest["manifest_path"], f"stripped-{name}", strip)
+            manifest["manifest_path"], manifest["manifest_length"] = str(out), out.stat().st_size
+
+    snapshot["manifest-list"] = str(rewrite(snapshot["manifest-list"], "list.avro", relink))
+    current.write_text(json.dumps(obj))
+
+
+def test_a_deletion_vector_without_referenced_data_file_is_refused(corpus, tmp_path):
+    """The spec requires `referenced_data_file` of a DV: without it the rows it deletes
+    cannot be told from the rows it does not (Java would index it under no file and read
+    them all back). Refused in one line naming the Puffin file."""
+    table = _copy(corpus.scenarios["v3_deletion_vectors"], tmp_path)
+    _without_dv_references(table, tmp_path)
+    message = "has no referenced_data_file, which the Iceberg spec requires of a deletion vector"
+    with pytest.raises(CorruptMetadataError, match=message):
+        meltwater.stream.scan(str(table)).read_all()
+    out = tmp_path / "changes.jsonl"  # changes of the commits before it stream out first
+    for args in (["scan", "--format", "jsonl"], ["plan", "--format", "json"],
+                 ["changes", "--format", "jsonl", "--output", str(out)]):
+        line = _refused(_cli(args[0], str(table), *args[1:]), message)
+        assert re.search(r"deletion vector \S+\.puffin \(offset \d+\)", line), line
+    assert not out.exists()

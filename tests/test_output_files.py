@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -221,3 +222,72 @@ def test_a_missing_directory_is_one_line(table_copy, tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"meltwater: cannot write {target}: "
                                           "No such file or directory"]
+
+
+def _one_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_a_directory_as_the_output_is_one_line(table_copy, tmp_path):
+    for fmt in ("jsonl", "parquet"):
+        result = subprocess.run([MELTWATER, "scan", table_copy, "--format", fmt, "--output",
+                                 str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert _one_line(result) == f"meltwater: cannot write {tmp_path}: Is a directory"
+
+
+def test_an_unwritable_place_is_one_line(table_copy, tmp_path):
+    """A directory the user may not write in; root may write anywhere but sysfs."""
+    if os.geteuid() == 0:
+        target = Path("/sys/meltwater-test-output.jsonl")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        target = locked / "out.jsonl"
+    for command in ("scan", "changes", "snapshots"):
+        result = subprocess.run([MELTWATER, command, table_copy, "--format", "jsonl",
+                                 "--output", str(target)], capture_output=True, text=True,
+                                timeout=120)
+        assert _one_line(result) in (f"meltwater: cannot write {target}: Permission denied",
+                                     f"meltwater: cannot write {target}: Operation not permitted")
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("fmt", ["table", "jsonl", "csv", "parquet"])
+def test_a_full_disk_is_one_line(table_copy, fmt):
+    """/dev/full: every write fails with ENOSPC, whichever call (Arrow's too) makes it."""
+    result = subprocess.run([MELTWATER, "scan", table_copy, "--format", fmt, "--output",
+                             "/dev/full"], capture_output=True, text=True, timeout=120)
+    assert _one_line(result) == "meltwater: cannot write /dev/full: No space left on device"
+
+
+def _file_size_limit() -> None:
+    """In the child: files may grow to 1000 bytes (Python ignores SIGXFSZ, so writing past
+    it fails with EFBIG, as a full disk fails with ENOSPC)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+@pytest.mark.parametrize(("command", "fmt"), [("scan", "jsonl"), ("scan", "parquet"),
+                                              ("changes", "csv"), ("changes", "debezium-jsonl")])
+def test_a_file_that_cannot_grow_is_one_line_and_leaves_nothing(table_copy, tmp_path, command,
+                                                                fmt, existing):
+    target = prepare_target(tmp_path / "out", f"result.{fmt}", existing)
+    result = subprocess.run([MELTWATER, command, table_copy, "--format", fmt, "--output",
+                             str(target)], capture_output=True, text=True, timeout=120,
+                            preexec_fn=_file_size_limit)
+    assert _one_line(result) == f"meltwater: cannot write {target}: File too large"
+    assert_left_as_it_was(target, existing)
+
+
+@pytest.mark.parametrize("args", [["scan", "--format", "jsonl"], ["scan", "--format", "csv"],
+                                  ["changes", "--format", "debezium-jsonl"], ["snapshots"],
+                                  ["plan"], ["plan", "--format", "json"]],
+                         ids=lambda a: "-".join(a).replace("--format-", ""))
+def test_stdout_on_a_full_disk_is_one_line(table_copy, args):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([MELTWATER, args[0], table_copy, *args[1:]], stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    assert _one_line(result) == "meltwater: cannot write to stdout: No space left on device"

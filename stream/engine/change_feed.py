@@ -118,7 +118,8 @@ def range_request(*, from_snapshot_id: int | None = None, from_sequence: int | N
             "to_timestamp_ms": (BoundKind.TIMESTAMP, to_timestamp_ms),
             "to_ref": (BoundKind.REF, to_ref)}
     return RangeRequest.of(given_bounds(starts, inclusive=False),
-                           given_bounds(ends, inclusive=True), skip_expired=skip_expired)
+                           given_bounds(ends, inclusive=True), skip_expired=skip_expired,
+                           skip_option="skip_expired=True")
 
 
 def change_feed(table: Table | TableSource | str, request: RangeRequest | None = None,

@@ -104,7 +104,7 @@ def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[st
     out.write("  ".join("-" * w for w in widths) + "\n")
     for row in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-    out.write(f"({len(rows)} rows)\n")
+    out.write(f"({len(rows)} {'row' if len(rows) == 1 else 'rows'})\n")
     return len(rows)
 
 

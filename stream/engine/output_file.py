@@ -27,6 +27,7 @@ directly, as `open()` would, since it holds nothing a failure could truncate.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -36,6 +37,29 @@ from pathlib import Path
 from typing import IO, Any
 
 from meltwater.stream.errors import OutputFileError
+
+# What only writing raises: a full disk or quota, a file over the size limit. Raised inside
+# a block, they are the output's, whatever call (a flush, Arrow's writer) ran into them.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _write_failed(error: BaseException, path: object) -> OSError | None:
+    """`error` if it is the output's: an OSError naming `path`, or one only writing raises."""
+    if isinstance(error, OSError) and (error.filename in (str(path), path)
+                                       or error.errno in _WRITE_ERRNOS):
+        return error
+    return None
+
+
+@contextlib.contextmanager
+def _named(target: str) -> Iterator[None]:
+    """Turn the OSErrors only writing raises into `OutputFileError`s naming `target`."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in _WRITE_ERRNOS:
+            raise
+        raise OutputFileError(f"cannot write {target}: {error.strerror}") from error
 
 
 def temporary_sibling_prefix(target: str | os.PathLike[str]) -> str:
@@ -77,7 +101,7 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
                                else open(path, "wb"))  # noqa: SIM115
         except OSError as error:
             raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
-        with direct:
+        with _named(str(path)), direct:
             yield direct
         return
     target = Path(os.path.realpath(path))  # a symlinked file is replaced where it lives
@@ -102,8 +126,9 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temp)
-        if isinstance(error, OSError) and error.filename in (str(temp), temp):
-            raise OutputFileError(f"cannot write {path}: {error.strerror}") from error
+        failed = _write_failed(error, temp)
+        if failed is not None:
+            raise OutputFileError(f"cannot write {path}: {failed.strerror}") from error
         raise
     _fsync_directory(target.parent)
 
@@ -114,10 +139,11 @@ def output_destination(output: str | os.PathLike[str] | None, *, text: bool) -> 
     end, never closed), else a `replacing_file` for that path."""
     if not output:
         stream: IO = sys.stdout if text else sys.stdout.buffer
-        try:
-            yield stream
-        finally:
-            stream.flush()
+        with _named("to stdout"):
+            try:
+                yield stream
+            finally:
+                stream.flush()
         return
     with replacing_file(output, text=text) as handle:
         yield handle

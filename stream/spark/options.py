@@ -231,7 +231,8 @@ def change_read(options: Mapping[str, str]) -> ChangeRead:
     starts = (given_bounds(exclusive_starts, inclusive=False)
               + given_bounds(inclusive_starts, inclusive=True))
     request = RangeRequest.of(starts, given_bounds(ends, inclusive=True),
-                              skip_expired=_skip_expired(lowered))
+                              skip_expired=_skip_expired(lowered),
+                              skip_option="skip-expired-snapshots=true")
     return ChangeRead(request, row_options(options))
 
 

@@ -7,6 +7,8 @@ refusal must name the option the caller gave, whatever the caller calls it.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from meltwater.planner.change_range import (
@@ -317,6 +319,17 @@ def test_expired_history_is_refused_naming_the_start_or_skipped_on_request(maint
     assert [s.snapshot_id for s in skipped.commits] == [s.snapshot_id for s in retained]
     whole = resolve_range(table, RangeRequest(skip_expired=True))
     assert whole.commits == skipped.commits and whole.from_snapshot_id is None
+
+
+@pytest.mark.parametrize("option", ["--skip-expired", "skip_expired=True",
+                                    "skip-expired-snapshots=true"])
+def test_expired_history_refusal_names_the_caller_s_way_to_skip_it(maintenance, option):
+    table, retained, expired = maintenance
+    oldest = retained[0].snapshot_id
+    hint = f"start from {oldest}, or give {option} to skip the expired snapshots with a warning$"
+    for start in ([], [after(SNAPSHOT, expired[2], "from")]):
+        with pytest.raises(ExpiredSnapshotsError, match=re.escape(hint[:-1]) + "$"):
+            resolve_range(table, RangeRequest.of(start, skip_option=option))
 
 
 def test_a_start_right_before_the_retained_history_needs_nothing_expired(maintenance):

@@ -8,8 +8,22 @@ from decimal import Decimal
 import pytest
 
 from meltwater.planner.errors import FilterError
-from meltwater.planner.expressions import FALSE, TRUE, Op, Predicate, and_, bind, not_, or_
-from meltwater.planner.filter_parser import parse_filter, tokenize
+from meltwater.planner.expressions import (
+    FALSE,
+    TRUE,
+    And,
+    Not,
+    Op,
+    Or,
+    Predicate,
+    and_,
+    bind,
+    not_,
+    or_,
+    predicates,
+    rewrite_not,
+)
+from meltwater.planner.filter_parser import MAX_NESTING, parse_filter, tokenize
 from meltwater.planner.types import (
     DOUBLE,
     LONG,
@@ -191,3 +205,42 @@ def test_bare_boolean_column_means_equal_true():
     parsed = parse_filter("(x > 1 and flag) or other")
     assert isinstance(parsed.left, And) and parsed.left.right == Predicate(Op.EQ, "flag", (True,))
     assert parsed.right == Predicate(Op.EQ, "other", (True,))
+
+
+def _depth(expr) -> int:
+    """The tree's depth, counted without recursing (the point is that it may be deep)."""
+    deepest, todo = 0, [(expr, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        todo.extend((child, depth + 1) for child in
+                    ((node.left, node.right) if isinstance(node, (And, Or))
+                     else (node.child,) if isinstance(node, Not) else ()))
+    return deepest
+
+
+@pytest.mark.parametrize("joiner", ["or", "and"])
+def test_a_long_chain_is_a_balanced_tree_every_pass_can_walk(joiner):
+    """5000 terms make a tree 14 deep, not 5000 (Python recurses at most ~1000 deep); the
+    first three still nest as written."""
+    op = Op.EQ if joiner == "or" else Op.NOT_EQ
+    text = f" {joiner} ".join(f"id {op.value} {i}" for i in range(5000))
+    expr = parse_filter(text)
+    assert _depth(expr) == 14
+    schema = Schema((NestedField(1, "id", LONG),))
+    bound = bind(expr, schema)
+    assert sorted(p.literal for p in predicates(bound)) == list(range(5000))
+    assert rewrite_not(not_(bound)) != bound and hash(bound) and str(bound).count(joiner) == 4999
+    combine = or_ if joiner == "or" else and_
+    a, b, c = (P(op, "id", i) for i in range(3))
+    assert parse_filter(f"id {op.value} 0 {joiner} id {op.value} 1 {joiner} id {op.value} 2") \
+        == combine(combine(a, b), c) == combine(a, b, c)
+
+
+def test_nesting_deeper_than_the_limit_is_refused_at_its_token():
+    assert parse_filter("(" * MAX_NESTING + "id = 1" + ")" * MAX_NESTING) == P(Op.EQ, "id", 1)
+    with pytest.raises(FilterError, match=rf"^filter: nested more than {MAX_NESTING} levels deep "
+                                          rf"\(parentheses or 'not'\) at position {MAX_NESTING}$"):
+        parse_filter("(" * (MAX_NESTING + 1) + "id = 1" + ")" * (MAX_NESTING + 1))
+    with pytest.raises(FilterError, match=f"at position {4 * MAX_NESTING}$"):
+        parse_filter("not " * (MAX_NESTING + 1) + "id = 1")

@@ -94,6 +94,10 @@ def test_watch_bad_table_and_interval_exit_2(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "not an Iceberg table" in result.stderr
-    result = subprocess.run([MELTWATER, "watch", str(tmp_path), "--interval", "0"],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "--interval 0" in result.stderr
+    for interval in ("0", "-1", "inf", "nan", "1e308", "86400"):
+        result = subprocess.run([MELTWATER, "watch", str(tmp_path), "--interval", interval],
+                                capture_output=True, text=True, timeout=60)
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert result.stderr.startswith(f"meltwater: --interval {float(interval)}: expected a "
+                                        "positive number of seconds below 86400")
