@@ -112,7 +112,11 @@ def test_plan_command_reports_pruning(corpus):
     files = [t["file"] for g in report["groups"] for t in g]
     assert files and all("category=b" in f for f in files)
     text = subprocess.run([str(exe), "plan", scenario.location], capture_output=True, text=True)
-    assert text.returncode == 0 and "manifests:" in text.stdout and "tasks:" in text.stdout
+    assert text.returncode == 0, text.stderr
+    tasks = sum(len(g) for g in json.loads(subprocess.run(
+        [str(exe), "plan", scenario.location, "--format", "json"],
+        capture_output=True, text=True, check=True).stdout)["groups"])
+    assert "manifests:" in text.stdout and f"as {tasks} tasks in " in text.stdout
 
 
 
