@@ -181,11 +181,17 @@ def raw_pyarrow_s3_reader(lake: Lake, endpoint: str | None = None) -> RunFn:
         use_threads=True).num_rows
 
 
-def duckdb_s3_reader(lake: Lake, endpoint: str | None = None) -> RunFn:
+def duckdb_s3_reader(lake: Lake, endpoint: str | None = None, cache: bool = False) -> RunFn:
     """DuckDB's iceberg_scan on the S3 metadata file, httpfs and an S3 secret for SeaweedFS
-    (path-style, plain HTTP); the extensions come from the duckdb-extension-* wheels."""
+    (path-style, plain HTTP); the extensions come from the duckdb-extension-* wheels.
+
+    DuckDB keeps what it read from remote files in memory (`enable_external_file_cache`, on
+    by default): after the warm-up its reads would never reach S3 (SeaweedFS used no CPU at
+    all), so it is off unless `cache`. For local files it makes no difference."""
     server = lake.server
     con = peers.duckdb_connection(("duckdb_extension_httpfs",))
+    if not cache:
+        con.execute("SET enable_external_file_cache = false")
     host = (endpoint or server.s3_endpoint).removeprefix("http://")
     con.execute(f"CREATE SECRET seaweed (TYPE s3, KEY_ID '{server.access_key}', "
                 f"SECRET '{server.secret_key}', REGION 'us-east-1', ENDPOINT '{host}', "
@@ -215,6 +221,56 @@ def parent_of_current(metadata_location: str, io: dict[str, str] | None = None) 
     return static_table(metadata_location, io).current_snapshot().parent_snapshot_id
 
 
+# -- CPU: this process (and its children: the CLI), and SeaweedFS --------------------------------
+class CpuMeter:
+    """Wraps each peer's run to record the CPU seconds it cost this process and its waited-for
+    children (user + system) and the SeaweedFS server process, with its wall seconds.
+
+    On 2 cores SeaweedFS serves the reads on the same cores the reader decodes on, so an S3
+    read's wall time is bounded below by (reader CPU + server CPU) / 2."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+        self.samples: dict[str, list[tuple[float, float, float]]] = {}
+
+    def _client(self) -> float:
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def _server(self) -> float:
+        fields = Path(f"/proc/{self.server_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    def wrap(self, peer: Peer) -> Peer:
+        def make() -> RunFn:
+            run = peer.make()
+
+            def measured() -> int:
+                client, server, wall = self._client(), self._server(), time.perf_counter()
+                rows = run()
+                self.samples.setdefault(peer.name, []).append(
+                    (self._client() - client, self._server() - server,
+                     time.perf_counter() - wall))
+                return rows
+
+            return measured
+
+        return Peer(peer.name, peer.what, make, peer.before)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Medians over every run but the first (the cold warm-up)."""
+        out = {}
+        for name, samples in self.samples.items():
+            warm = samples[1:] or samples
+            out[name] = {key: statistics.median(s[i] for s in warm) for i, key in
+                         enumerate(("client_cpu_seconds", "server_cpu_seconds", "wall_seconds"))}
+            out[name]["runs"] = len(warm)
+        return out
+
+
 # -- the peers ---------------------------------------------------------------------------------
 def scan_peers(local: dict[str, Any], lake: Lake, work: Path, skip: list[str]) -> list[Peer]:
     location, metadata = local["location"], local["metadata_location"]
@@ -233,8 +289,10 @@ def scan_peers(local: dict[str, Any], lake: Lake, work: Path, skip: list[str]) -
          lambda: pyiceberg_s3_reader(lake.catalog_properties, lake.io_properties)),
         ("duckdb", "duckdb local", "SELECT * FROM iceberg_scan(m) as Arrow",
          lambda: peers.duckdb_reader(metadata)),
-        ("duckdb", "duckdb S3", "httpfs + S3 secret; SELECT * FROM iceberg_scan('s3://...') "
-         "as Arrow", lambda: duckdb_s3_reader(lake)),
+        ("duckdb", "duckdb S3", "httpfs + S3 secret, external file cache off; SELECT * FROM "
+         "iceberg_scan('s3://...') as Arrow", lambda: duckdb_s3_reader(lake)),
+        ("duckdb", "duckdb S3 cached", "the same with DuckDB's default in-memory cache of "
+         "remote files: warm runs never reach S3", lambda: duckdb_s3_reader(lake, cache=True)),
         ("raw-pyarrow", "raw pyarrow local", "pyarrow.dataset on the live data files, no "
          "deletes", lambda: peers.raw_pyarrow_reader(peers.live_data_files(metadata))),
         ("raw-pyarrow", "raw pyarrow S3", "pyarrow.dataset on the live data files on S3, no "
@@ -359,6 +417,7 @@ RATIOS = (  # (label, numerator, denominator)
     ("meltwater S3 id / raw pyarrow S3", "meltwater S3 id", "raw pyarrow S3"),
     ("pyiceberg S3 / local", "pyiceberg S3", "pyiceberg local"),
     ("duckdb S3 / local", "duckdb S3", "duckdb local"),
+    ("duckdb S3 cached / local", "duckdb S3 cached", "duckdb local"),
     ("raw pyarrow S3 / local", "raw pyarrow S3", "raw pyarrow local"),
     ("CLI S3 id / local", "CLI S3 id", "CLI local"),
     ("changes S3 id / local", "changes S3 id", "changes local"),
@@ -401,16 +460,22 @@ def print_report(record: dict[str, Any], results: list[Measurement], scan: dict)
           f"{scan['position_delete_files']} position delete files; {scan['live_rows']:,} "
           f"live rows. S3: SeaweedFS on loopback ({record['upload']['files']} objects, "
           f"{record['upload']['bytes'] / 2**20:.0f} MiB)")
-    print(f"{'peer':<20}{'median s':>10}{'min-max s':>14}{'rows':>12}{'Mrows/s':>9}  check")
+    print(f"{'peer':<20}{'median s':>10}{'min-max s':>14}{'rows':>12}{'Mrows/s':>9}"
+          f"{'CPU s':>7}{'weed s':>8}  check")
     for r in results:
         spread = f"{min(r.seconds):.2f}-{max(r.seconds):.2f}" if r.seconds else "-"
         rows = "-" if r.rows is None else f"{r.rows:,}"
         rate = ratio(r.rows, r.median)
         check = record["rows_check"].get(r.name, "-")
+        cpu = record["cpu"].get(r.name, {})
         print(f"{r.name:<20}{_fmt(r.median, '.3f'):>10}{spread:>14}{rows:>12}"
-              f"{_fmt(rate and rate / 1e6, '.2f'):>9}  {check}")
+              f"{_fmt(rate and rate / 1e6, '.2f'):>9}"
+              f"{_fmt(cpu.get('client_cpu_seconds'), '.2f'):>7}"
+              f"{_fmt(cpu.get('server_cpu_seconds'), '.2f'):>8}  {check}")
         if r.error:
             print(f"    error: {r.error}")
+    print("CPU s: this process and the CLI's, weed s: SeaweedFS's; CPU seconds of a warm run "
+          "(median)")
     print("\nratios (of medians; median of the per-round ratios)")
     for label, value in record["ratios"].items():
         print(f"  {label:<34}{_fmt(value['of_medians'], '.2f'):>6}x"
@@ -483,10 +548,13 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(tmp)
             same = same_rows(local, lake)
             requests = {} if "requests" in args.skip else count_requests(lake, work, args.skip)
+            cpu = CpuMeter(lake.server.pid)
             print("timing the scans ...", flush=True)
-            results = measure_rounds(scan_peers(local, lake, work, args.skip), repeats)
+            results = measure_rounds([cpu.wrap(p) for p in scan_peers(local, lake, work,
+                                                                       args.skip)], repeats)
             print("timing the change reads and plans ...", flush=True)
-            results += measure_rounds(change_peers(local, lake, args.skip), repeats)
+            results += measure_rounds([cpu.wrap(p) for p in change_peers(local, lake,
+                                                                         args.skip)], repeats)
     finally:
         lake.server.stop()
     rows_check = {}
@@ -502,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
                    "seconds": lake.uploaded.seconds},
         "same_rows": same, "rows_check": rows_check,
         "peers": {r.name: r.as_json() for r in results},
-        "ratios": ratios(results), "requests": requests,
+        "ratios": ratios(results), "requests": requests, "cpu": cpu.summary(),
     }
     print_report(record, results, local)
     args.out.parent.mkdir(parents=True, exist_ok=True)
