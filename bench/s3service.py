@@ -7,7 +7,8 @@ Usage: .venv/bin/python bench/s3service.py [--commits 30] [--idle-seconds 60]
 pyiceberg creates the table through the REST catalog and commits to it (appends, and every
 fourth commit a delete); `meltwater serve` (local[2] Spark, `trigger = "event"`) names the
 table only by identifier, its catalog configured in the service's `[catalogs.lake]`, through
-a counting proxy (tests/http_counter.py) in front of the catalog. For a catalog table the
+a counting proxy (tests/http_counter.py) in front of the catalog and a recording one
+(s3_requests.py, about 1 ms a request) in front of S3. For a catalog table the
 source's watcher asks `loadTable` every second (`CATALOG_INTERVAL`), and a new metadata
 location wakes the idle stream. After each commit the benchmark waits a random 0.2-1.2 s
 (so commits fall at every phase of the watcher's one-second cycle), commits, and polls the
@@ -36,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from http_counter import CountingProxy
+from s3_requests import RecordingProxy
 from seaweed_server import SeaweedServer
 
 from meltwater.sinks.mirror_stream import ledger_name
@@ -168,9 +170,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         catalog = load_catalog("bench-writer", **server.catalog_properties())
         writer = Writer(catalog, args.seed)
         first, _ = writer.commit()
-        with CountingProxy(server.catalog_uri) as proxy:
+        with CountingProxy(server.catalog_uri) as proxy, \
+                RecordingProxy(server.s3_endpoint) as s3:
             service_catalog = {**server.catalog_properties(), "uri": proxy.url,
-                               "oauth2-server-uri": f"{proxy.url}/v1/oauth/tokens"}
+                               "oauth2-server-uri": f"{proxy.url}/v1/oauth/tokens",
+                               "s3.endpoint": s3.url}
             db = work / "mirror.db"
             pipeline = Pipeline("orders", IDENTIFIER, work / "checkpoint",
                                 {"type": "sqlite", "url": f"sqlite:///{db}", "table": TABLE,
@@ -194,11 +198,13 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 rng = random.Random(args.seed + 1)
                 latencies = []
                 metrics_before = service.metrics()
+                s3.take()
                 for _ in range(args.commits):
                     time.sleep(rng.uniform(0.2, 1.2))
                     sequence, committed_at = writer.commit()
                     latencies.append(wait_for(db, ledger, sequence) - committed_at)
                 metrics = batch_seconds(metrics_before, service.metrics())
+                s3_during = len(s3.take())
                 print(f"  idle for {args.idle_seconds:.0f}s, counting catalog requests ...",
                       flush=True)
                 before_tables = proxy.count("GET", f"/tables/{TABLE}")
@@ -206,6 +212,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 time.sleep(args.idle_seconds)
                 idle_tables = proxy.count("GET", f"/tables/{TABLE}") - before_tables
                 idle_all = len(proxy.requests) - before_all
+                idle_s3 = [f"{r.method} {r.path}" for r in s3.take()]
                 exact = mirror_rows(db) == set(writer.model.values())
                 exit_code = service.stop()
             finally:
@@ -221,8 +228,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     "min": min(latencies), "max": max(latencies),
                     "mean": statistics.fmean(latencies)},
         "micro_batches": metrics,
+        "s3_requests_per_commit": s3_during / args.commits,
         "idle": {"seconds": args.idle_seconds, "load_table_requests": idle_tables,
-                 "all_catalog_requests": idle_all,
+                 "all_catalog_requests": idle_all, "s3_requests": len(idle_s3),
+                 "s3_request_lines": idle_s3,
                  "load_table_per_minute": idle_tables * per_minute,
                  "all_per_minute": idle_all * per_minute},
         "mirror_equals_model": exact, "mirror_rows": len(writer.model),
@@ -248,7 +257,9 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"idle {idle['seconds']:.0f} s: {idle['load_table_requests']} loadTable requests, "
           f"{idle['all_catalog_requests']} catalog requests in all = "
           f"{idle['all_per_minute']:.0f} a minute (target <= {IDLE_TARGET}): "
-          f"{'met' if result['idle_target_met'] else 'NOT met'}")
+          f"{'met' if result['idle_target_met'] else 'NOT met'}; S3 requests "
+          f"{idle['s3_requests']} {idle['s3_request_lines'][:6]}")
+    print(f"the service's S3 requests per commit: {result['s3_requests_per_commit']:.1f}")
     print(f"mirror equals the writer's model ({result['mirror_rows']} rows): "
           f"{result['mirror_equals_model']}; service start to caught up "
           f"{result['service_start_seconds']:.1f} s; exit {result['service_exit']}")
