@@ -95,7 +95,8 @@ class RecordingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
+            # BaseHTTPRequestHandler's names for its handlers
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward  # noqa: N815
 
             def finish(self) -> None:
                 super().finish()
