@@ -140,7 +140,7 @@ def mirror_rows(db: Path) -> set[tuple]:
 
 
 def batch_totals(metrics: str) -> tuple[float, float]:
-    """(seconds, count) of the micro-batches so far, from /metrics (planning to sink commit)."""
+    """(seconds, count) of the triggers so far, from /metrics."""
     found = []
     for part in ("sum", "count"):
         match = re.search(rf"^meltwater_batch_duration_seconds_{part}{{[^}}]*}} (\S+)$",
@@ -150,7 +150,8 @@ def batch_totals(metrics: str) -> tuple[float, float]:
 
 
 def batch_seconds(before: str, after: str) -> dict[str, float] | None:
-    """The micro-batches between two /metrics readings: how many, and their mean seconds."""
+    """The triggers between two /metrics readings: how many, and their mean seconds (Spark's
+    `triggerExecution`, which includes `latestOffset` waiting for the watcher)."""
     (s0, n0), (s1, n1) = batch_totals(before), batch_totals(after)
     if n1 <= n0:
         return None
@@ -252,8 +253,9 @@ def print_report(result: dict[str, Any]) -> None:
           f"{LATENCY_TARGET} s): {'met' if result['latency_target_met'] else 'NOT met'}")
     batches = result["micro_batches"]
     if batches:
-        print(f"micro-batches during the commits: {batches['batches']:.0f}, mean "
-              f"{batches['mean_seconds']:.2f} s (planning to sink commit)")
+        print(f"triggers during the commits: {batches['batches']:.0f}, mean "
+              f"{batches['mean_seconds']:.2f} s (Spark's triggerExecution: the micro-batch and "
+              "latestOffset's wait for the watcher)")
     print(f"idle {idle['seconds']:.0f} s: {idle['load_table_requests']} loadTable requests, "
           f"{idle['all_catalog_requests']} catalog requests in all = "
           f"{idle['all_per_minute']:.0f} a minute (target <= {IDLE_TARGET}): "
