@@ -83,14 +83,15 @@ def _extension_file(package: str) -> str:
     return str(found[-1])
 
 
-def duckdb_connection():
-    """An offline DuckDB with avro and iceberg loaded from the wheels, never downloaded."""
+def duckdb_connection(first: tuple[str, ...] = ()):
+    """An offline DuckDB with avro and iceberg loaded from the wheels, never downloaded;
+    `first`: more extension packages to load before them (`duckdb_extension_httpfs`)."""
     import duckdb
 
     con = duckdb.connect(config={"allow_unsigned_extensions": "true",
                                  "autoinstall_known_extensions": "false",
                                  "autoload_known_extensions": "false"})
-    for package in ("duckdb_extension_avro", "duckdb_extension_iceberg"):
+    for package in (*first, "duckdb_extension_avro", "duckdb_extension_iceberg"):
         con.execute(f"LOAD '{_extension_file(package)}'")
     return con
 

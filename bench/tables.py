@@ -93,21 +93,26 @@ def ensure_tables(sizes: Sizes, log: Callable[[str], None] = print) -> BenchTabl
 
 
 def ensure_generated(home: Path, env: WriterEnv, command: list[str], what: str,
-                     log: Callable[[str], None] = print) -> None:
+                     log: Callable[[str], None] = print,
+                     prepare: Callable[[Path], None] | None = None) -> None:
     """Run a writer-venv generator into `home` once: a lock shares one generation between
-    concurrent runs, and `READY`, written last, tells a complete set from an interrupted one."""
+    concurrent runs, and `READY`, written last, tells a complete set from an interrupted one.
+    `prepare(home)` runs first, in the emptied `home` (e.g. to compile a jar the command
+    names)."""
     if not (home / "READY").exists():
         home.parent.mkdir(parents=True, exist_ok=True)
         with open(home.parent / f"{home.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one generator at a time; the others wait
             if not (home / "READY").exists():
-                _generate(home, env, command, what, log)
+                _generate(home, env, command, what, log, prepare)
 
 
 def _generate(home: Path, env: WriterEnv, command: list[str], what: str,
-              log: Callable[[str], None]) -> None:
+              log: Callable[[str], None], prepare: Callable[[Path], None] | None) -> None:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
+    if prepare is not None:
+        prepare(home)
     log(f"generating the {what} in {home} (once per generator version) ...")
     started = time.monotonic()
     result = subprocess.run(command, env=writer_child_env(env), capture_output=True, text=True)
@@ -149,3 +154,52 @@ def ensure_change_table(sizes: ChangeSizes, log: Callable[[str], None] = print,
     ensure_generated(home, env, command, f"change table of {sizes.rows:,} rows", log)
     record = json.loads((home / "tables.json").read_text())["changes_mor"]
     return env, {**record, "home": str(home)}
+
+
+# -- the object-store benchmark's copy of scan_mor (bench/s3scan.py) -----------------------
+
+S3_WRITER_DIR = Path(__file__).resolve().parent / "s3writer"
+S3_WAREHOUSE = "s3://lake"  # the REST table bucket of tests/seaweed_server.py; table db.scan_mor
+
+
+@dataclass(frozen=True)
+class S3ScanTable:
+    """scan_mor as Iceberg Java wrote it at S3_WAREHOUSE: `<home>/bucket/<bucket>/<key>` holds
+    the object s3://<bucket>/<key>; `scan` is what Iceberg Java recorded (as for BenchTables)."""
+
+    home: Path
+    scan: dict[str, Any]
+
+    @property
+    def buckets(self) -> Path:
+        return self.home / "bucket"
+
+
+def s3_generator_version(sizes: Sizes, env: WriterEnv) -> str:
+    """The local scan table's key (its writer scripts, the environment, the sizes), the
+    s3writer script, LocalBucketFileSystem's source and the warehouse."""
+    from corpus.build import S3_FS_SOURCE
+
+    digest = hashlib.sha256(generator_version(sizes, env).encode())
+    for source in [*sorted(S3_WRITER_DIR.glob("*.py")), S3_FS_SOURCE]:
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    digest.update(S3_WAREHOUSE.encode())
+    return digest.hexdigest()[:12]
+
+
+def ensure_s3_scan_table(sizes: Sizes, log: Callable[[str], None] = print) -> S3ScanTable:
+    """scan_mor written a second time by Iceberg Java, at s3://lake (bench/s3writer/), once per
+    version and size: about 2 minutes on 2 cores."""
+    from corpus.build import _compile_local_bucket_fs, local_bucket_fs_jar
+
+    env = ensure_writer_env(log)
+    home = cache_root() / f"bench-s3-tables-{s3_generator_version(sizes, env)}"
+    jar = local_bucket_fs_jar(home)
+    command = [str(env.python), str(S3_WRITER_DIR / "make_s3_table.py"), "--out", str(home),
+               "--jars", f"{env.spark_jars()},{jar}", "--warehouse", S3_WAREHOUSE,
+               "--rows", str(sizes.rows), "--files", str(sizes.files)]
+    ensure_generated(home, env, command, "S3 copy of the scan table", log,
+                     prepare=lambda into: _compile_local_bucket_fs(env, into / "jars"))
+    record = json.loads((home / "tables.json").read_text())
+    return S3ScanTable(home, record["scan_mor"])

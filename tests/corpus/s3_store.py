@@ -92,6 +92,11 @@ def upload_corpus(corpus: Corpus, fs: Any, catalog: Any | None = None,
         objects = stored_objects(corpus)
     else:
         objects = {k: v for name in names for k, v in scenario_objects(corpus, name).items()}
+    return upload_objects(objects, fs, threads)
+
+
+def upload_objects(objects: dict[str, Path], fs: Any, threads: int = 8) -> Uploaded:
+    """PUT each local file to `fs` (a pyarrow FileSystem) at its `<bucket>/<key>`, as is."""
     started = time.monotonic()
 
     def put(item: tuple[str, Path]) -> int:
