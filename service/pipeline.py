@@ -29,6 +29,7 @@ from meltwater.service.metrics import Health, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
 from meltwater.stream.spark.query_start import start_query
+from meltwater.stream.spark.source import stream_schema_for
 
 log = logging.getLogger("meltwater.service")
 
@@ -98,9 +99,10 @@ class PipelineRun:
         config = self.config
         kind = sink_kind(config.sink.type)
         options = {**config.source_options, **kind.source_options}  # e.g. schema-change
-        reader = self.spark.readStream.format("meltwater").options(**options)
         if config.event_driven:
-            reader = reader.option("watch-wait-ms", EVENT_WAIT_MS)
+            options["watch-wait-ms"] = EVENT_WAIT_MS
+        schema = stream_schema_for({**options, "path": config.table})
+        reader = self.spark.readStream.format("meltwater").schema(schema).options(**options)
         frame = reader.load(config.table)
         frame = self._observe(frame)
         writer = kind.writer(frame, config.sink.options, config.sink_placement)

@@ -95,7 +95,7 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 "the stream's schema has no change metadata columns (_change_type, ...): "
                 "Spark asked the source for a schema without telling it the read is a "
                 "stream; add a streaming option (e.g. .option('starting', 'earliest')) or "
-                "pass .schema(change_schema_for(options)) to readStream")
+                "pass .schema(stream_schema_for(options)) to readStream")
         self._stream: ChangeStream | None = None  # driver state, created on first use
         self._last: StreamOffset | None = None
         self._arrow: pa.Schema | None = None
