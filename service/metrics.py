@@ -1,8 +1,9 @@
 """What the service reports: Prometheus metrics and a health document, over HTTP on localhost.
 
 `GET /metrics` is Prometheus' text format (prometheus_client renders it); `GET /health` is a
-JSON document with each pipeline's state, 200 while every pipeline runs and 503 once one has
-failed, so a load balancer, systemd watchdog script or Kubernetes probe can act on it.
+JSON document with each pipeline's state, 200 while every pipeline runs and 503 once one is
+failing or has failed (with the reason, `last_error`), so a load balancer, systemd watchdog
+script or Kubernetes probe can act on it.
 The registry is the service's own, not prometheus_client's global one, so two services in
 one process (the tests) never share counters.
 """
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+HEALTHY = ("starting", "running", "finished")
 
 
 class ServiceMetrics:
@@ -57,7 +59,7 @@ class ServiceMetrics:
 class PipelineHealth:
     """What /health says of one pipeline."""
 
-    state: str = "starting"  # starting, running, failing, stopped
+    state: str = "starting"  # starting, running, restarting, failing, failed, finished, stopped
     snapshot_id: int | None = None
     sequence_number: int | None = None
     lag_snapshots: int = 0
@@ -82,12 +84,13 @@ class Health:
                 setattr(health, key, value)
 
     def document(self) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting or
-        running, 503 otherwise."""
+        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting,
+        running or has finished (an available-now run), 503 otherwise; a failing or failed
+        pipeline says why in `last_error`."""
         with self._lock:
             pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
                          for name, h in self._pipelines.items()}
-        ok = all(p["state"] in ("starting", "running") for p in pipelines.values())
+        ok = all(p["state"] in HEALTHY for p in pipelines.values())
         return (200 if ok else 503), {"status": "ok" if ok else "failing",
                                       "pipelines": pipelines}
 

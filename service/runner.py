@@ -5,10 +5,16 @@ Order matters for the promises the service makes:
    table, sink or key is one line and exit status 2, before Spark or a database is touched;
 2. then the HTTP status server, the SparkSession and one streaming query per pipeline;
 3. the loop folds each query's progress into metrics, health and the progress line, and
-   restarts a failed query from its checkpoint with backoff;
+   restarts a failed query from its checkpoint with backoff when the failure may heal; one
+   that cannot (`meltwater.service.failures`) stops its pipeline, `/health` says why;
 4. on SIGTERM/SIGINT each running batch may finish (up to `shutdown-timeout`), the queries
    stop, and the process exits 0. A kill -9 instead loses nothing either: the next start
    resumes from the checkpoint, and the sinks skip a batch they already hold.
+
+Exit statuses: 0 after a stop that was asked for, or when every pipeline is available-now
+and all finished; 2 for a bad configuration, or when available-now pipelines ended with
+one failed for good (restarting will not help: the systemd unit does not); 1 when the
+Spark session became unusable, for the supervisor to start a fresh process.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from typing import Any
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.metadata import load_table
-from meltwater.service.config import ConfigError, ServiceConfig
+from meltwater.service.config import AVAILABLE_NOW, ConfigError, ServiceConfig
+from meltwater.service.failures import Action
 from meltwater.service.logs import fields, setup_logging
 from meltwater.service.metrics import Health, ServiceMetrics, StatusServer
 from meltwater.service.pipeline import PipelineRun
@@ -33,6 +40,9 @@ from meltwater.sinks.kinds import sink_kind
 
 log = logging.getLogger("meltwater.service")
 TICK_S = 0.5
+EXIT_OK = 0
+EXIT_SPARK_UNUSABLE = 1
+EXIT_PIPELINE_FAILED = 2
 
 
 def preflight(config: ServiceConfig) -> None:
@@ -94,7 +104,17 @@ def spark_session(config: ServiceConfig) -> Any:
         spark = builder.getOrCreate()
         register(spark)
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_pyspark_loggers()
     return spark
+
+
+def _quiet_pyspark_loggers() -> None:
+    """Silence the loggers with which pyspark reports every AnalysisException it converts
+    (JSON lines of their own on stderr, handled or not): the service reports failures."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 class Service:
@@ -135,15 +155,37 @@ class Service:
                     run.launch()
             if on_ready is not None:
                 on_ready(self)
-            while not self.stopping.wait(TICK_S):
+            while not self.stopping.is_set():
+                if self._unusable() or self._all_ended():
+                    break
                 for run in self.runs:
                     run.poll()
                 self.display.show(self.runs)
-                if all(run.finished for run in self.runs):
-                    break
+                self.stopping.wait(TICK_S)
         finally:
             self.shutdown()
-        return 0
+        return self._exit_status()
+
+    def _unusable(self) -> bool:
+        """Whether a pipeline found the Spark session broken (no query can run in it)."""
+        return any(run.failure is not None and run.failure.action is Action.EXIT
+                   for run in self.runs)
+
+    def _all_ended(self) -> bool:
+        """Whether the service is done by itself: every pipeline is available-now and has
+        finished or failed. A long-running pipeline that failed keeps the service up, its
+        `/health` 503 saying why, and the others running."""
+        return all(run.config.trigger == AVAILABLE_NOW and run.done for run in self.runs)
+
+    def _exit_status(self) -> int:
+        failed = [run for run in self.runs if run.failure is not None]
+        if self._unusable():
+            return EXIT_SPARK_UNUSABLE
+        if self.stopping.is_set() or not failed:
+            return EXIT_OK
+        log.error("pipelines failed", extra=fields(failed="; ".join(
+            f"{run.config.name}: {run.failure.reason}" for run in failed if run.failure)))
+        return EXIT_PIPELINE_FAILED
 
     def shutdown(self) -> None:
         """Stop the pipelines, letting running batches finish, then Spark and the status server."""
