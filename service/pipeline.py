@@ -44,6 +44,7 @@ log = logging.getLogger("meltwater.service")
 CHANGE_TYPES = ("INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER")
 EVENT_WAIT_MS = "250"
 MAX_BACKOFF_S = 60.0
+STOP_POLL_S = 0.1
 
 
 def _source_offset(progress: dict[str, Any] | None, which: str) -> dict[str, Any] | None:
@@ -59,6 +60,26 @@ def _source_offset(progress: dict[str, Any] | None, which: str) -> dict[str, Any
     if not isinstance(offset, dict) or offset.get("snapshot_id") is None:
         return None
     return offset
+
+
+def _checkpoint_logs(query: Any) -> tuple[Any, Any] | None:
+    """The offset and commit logs of a running query's checkpoint (Spark's
+    `StreamExecution.offsetLog` / `commitLog`, through py4j): a batch is planned once the
+    first holds its id, and done once the second does. None where Spark does not expose
+    them (the query's status then says whether a trigger is active, less precisely)."""
+    try:
+        execution = query._jsq.streamingQuery()
+        return execution.offsetLog(), execution.commitLog()
+    # Blind on purpose: whatever py4j or a Spark without these members raises, the stop
+    # falls back on the query's status.
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _latest(batch_log: Any) -> int:
+    """The newest batch id in a checkpoint log (-1: none)."""
+    latest = batch_log.getLatestBatchId()
+    return int(latest.get()) if latest.isDefined() else -1
 
 
 def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
@@ -142,15 +163,26 @@ class PipelineRun:
         return frame.observe("meltwater_changes", *counts)
 
     def stop(self, timeout_s: float) -> None:
-        """Let a running batch finish for up to `timeout_s`, then stop the query."""
+        """Let the micro-batch running now finish, for up to `timeout_s`, then stop the
+        query (which interrupts at most the start of the next one: planned, nothing
+        written, run again from the checkpoint by the next start)."""
         query = self.query
         if query is None:
             return
         deadline = time.monotonic() + timeout_s
         try:
-            while query.isActive and query.status.get("isTriggerActive") \
-                    and time.monotonic() < deadline:
-                time.sleep(0.05)
+            logs = _checkpoint_logs(query)
+            if logs is not None:  # the batch in flight: planned in the offset log, uncommitted
+                planned = _latest(logs[0])
+                while query.isActive and time.monotonic() < deadline \
+                        and _latest(logs[1]) < planned:
+                    time.sleep(STOP_POLL_S)
+            else:
+                while query.isActive and query.status.get("isTriggerActive") \
+                        and time.monotonic() < deadline:
+                    time.sleep(STOP_POLL_S)
+            for progress in self._new_progress():
+                self._record(progress)
             query.stop()
         # Blind on purpose: the service stops whatever Spark or py4j raise; a query failing
         # while stopping is still stopped.

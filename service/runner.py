@@ -22,7 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,27 +87,72 @@ def _uncreatable(path: Path) -> str | None:
 
 def spark_session(config: ServiceConfig) -> Any:
     """The service's SparkSession: a local one for a configured master (as
-    `meltwater.stream.local_session` builds it), else the one spark-submit configured."""
+    `meltwater.stream.local_session` builds it), else the one spark-submit configured.
+    Either way its JVM, when this process starts it, runs apart (`start_jvm_apart`)."""
     conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
             "spark.sql.streaming.stopTimeout": "60s"}
     if config.spark_master:
-        from meltwater.stream.spark.session import local_session
+        from meltwater.stream.spark.session import LOCAL_SESSION_CONF, local_session
 
         conf["spark.sql.shuffle.partitions"] = "2"
-        spark = local_session(config.spark_master, "meltwater", {**conf, **config.spark_conf})
+        conf.update(config.spark_conf)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        start_jvm_apart({"spark.master": config.spark_master, "spark.app.name": "meltwater",
+                         "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
+                         **LOCAL_SESSION_CONF, **conf}, config.spark_master)
+        spark = local_session(config.spark_master, "meltwater", conf)
     else:
         from pyspark.sql import SparkSession
 
         from meltwater.stream.spark.source import register
 
+        conf.update(config.spark_conf)
+        start_jvm_apart({"spark.app.name": "meltwater", **conf}, None)
         builder = SparkSession.builder.appName("meltwater")
-        for key, value in {**conf, **config.spark_conf}.items():
+        for key, value in conf.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         register(spark)
     spark.sparkContext.setLogLevel("WARN")
     _quiet_pyspark_loggers()
     return spark
+
+
+def start_jvm_apart(conf: dict[str, str], master: str | None) -> bool:
+    """Start Spark's JVM (pyspark's gateway) in a session of its own, with the settings
+    `SparkSession.builder.getOrCreate()` would start it with; False if there is nothing to
+    start (spark-submit started this process from its JVM, or a session exists already).
+
+    Supervisors often stop a service by signalling its whole process group (a shell's job
+    control, `timeout`, supervisord's `stopasgroup`, `kill -TERM -PGID`). pyspark starts
+    the JVM in the service's group, so SIGTERM reached the JVM and Spark's Python workers
+    too: they died mid-batch and the service, finding its JVM gone, exited 1 with py4j
+    errors. Started apart, the JVM and the Python workers it starts are out of the group;
+    SIGTERM reaches only this process, which lets the batch finish and stops them
+    (`Service.shutdown`). The JVM still ends with this process however it ends: pyspark's
+    gateway exits when its stdin, a pipe from this process, closes. (systemd's default
+    `KillMode=control-group` signals every process of the unit, whatever its group: the
+    unit in deploy/systemd says `KillMode=mixed`.)
+    """
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from meltwater.stream.spark.session import use_local_spark_home
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return False
+        use_local_spark_home(master)
+        spark_conf = SparkConf()
+        for key, value in conf.items():
+            spark_conf.set(key, value)
+        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+    return True
 
 
 def _quiet_pyspark_loggers() -> None:
@@ -188,9 +235,11 @@ class Service:
         return EXIT_PIPELINE_FAILED
 
     def shutdown(self) -> None:
-        """Stop the pipelines, letting running batches finish, then Spark and the status server."""
+        """Stop the pipelines, letting running batches finish (all within `shutdown-timeout`),
+        then Spark and the status server."""
+        deadline = time.monotonic() + self.config.shutdown_timeout_s
         for run in self.runs:
-            run.stop(self.config.shutdown_timeout_s)
+            run.stop(max(0.0, deadline - time.monotonic()))
             run.head.close()
         if self.runs:
             self.display.show(self.runs)
