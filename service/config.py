@@ -290,6 +290,8 @@ def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
     if value is True:
         return "127.0.0.1", 9464
     host, _, port_text = str(value).rpartition(":")
+    if host.startswith("[") and host.endswith("]"):  # [::1]:9464
+        host = host[1:-1]
     if not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
         reader.fail("http", f"expected HOST:PORT (e.g. 127.0.0.1:9464) or \"off\", "
                             f"got {value!r}")

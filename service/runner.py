@@ -34,7 +34,13 @@ from meltwater.planner.metadata import load_table
 from meltwater.service.config import AVAILABLE_NOW, ConfigError, ServiceConfig
 from meltwater.service.failures import Action
 from meltwater.service.logs import fields, setup_logging
-from meltwater.service.metrics import Health, ServiceMetrics, StatusServer
+from meltwater.service.metrics import (
+    Health,
+    ServiceMetrics,
+    StatusServer,
+    check_listen,
+    exposure_warning,
+)
 from meltwater.service.pipeline import PipelineRun
 from meltwater.service.progress import ProgressDisplay
 from meltwater.service.table_head import TableHead
@@ -47,8 +53,20 @@ EXIT_SPARK_UNUSABLE = 1
 EXIT_PIPELINE_FAILED = 2
 
 
-def preflight(config: ServiceConfig) -> None:
-    """Check what can be checked without starting anything; raise ConfigError naming the key."""
+def preflight(config: ServiceConfig) -> list[str]:
+    """Check what can be checked without starting anything or changing anything (`serve
+    --check` runs only this): raise ConfigError naming the key; the warnings to give."""
+    warnings = []
+    if config.http_host is not None:
+        where = f"{config.source}: service.http"
+        try:
+            check_listen(config.http_host, config.http_port)
+        except OSError as error:
+            raise ConfigError(f"{where}: cannot listen on {config.http_host}:"
+                              f"{config.http_port} ({_os_reason(error)})") from None
+        warning = exposure_warning(config.http_host, config.http_port)
+        if warning is not None:
+            warnings.append(f"{where}: {warning}")
     for index, pipeline in enumerate(config.pipelines):
         where = f"{config.source}: pipelines[{index}]"
         try:
@@ -65,6 +83,11 @@ def preflight(config: ServiceConfig) -> None:
                 check(pipeline.sink.options, pipeline.sink_placement)
             except MeltwaterError as error:
                 raise ConfigError(f"{where}.sink: {error}") from None
+    return warnings
+
+
+def _os_reason(error: OSError) -> str:
+    return error.strerror or str(error)
 
 
 def _uncreatable(path: Path) -> str | None:
@@ -187,8 +210,13 @@ class Service:
         """Run every pipeline until a stop is requested (or all have finished); the exit status."""
         config = self.config
         if config.http_host is not None:
-            self.server = StatusServer(config.http_host, config.http_port, self.metrics,
-                                       self.health).start()
+            try:
+                self.server = StatusServer(config.http_host, config.http_port, self.metrics,
+                                           self.health).start()
+            except OSError as error:  # taken since preflight checked it
+                raise ConfigError(f"{config.source}: service.http: cannot listen on "
+                                  f"{config.http_host}:{config.http_port} "
+                                  f"({_os_reason(error)})") from None
             log.info("status server listening", extra=fields(
                 url=f"http://{self.server.host}:{self.server.port}/", health="/health",
                 metrics="/metrics"))
@@ -260,7 +288,8 @@ def serve(config: ServiceConfig) -> int:
     previous = {sig: signal.signal(sig, service.request_stop)
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        preflight(config)
+        for warning in preflight(config):
+            log.warning(warning)
         return service.run()
     finally:
         for sig, handler in previous.items():

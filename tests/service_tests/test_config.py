@@ -76,6 +76,11 @@ def test_bad_configs_name_the_key(document, message):
     assert "\n" not in text
 
 
+def test_ipv6_status_address():
+    config = parse_config({"service": {"http": "[::1]:9464"}, **minimal()})
+    assert (config.http_host, config.http_port) == ("::1", 9464)
+
+
 def test_unreadable_files(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "missing.toml")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import sqlite3
+import struct
 import time
 from pathlib import Path
 
@@ -70,6 +72,61 @@ def test_available_now_ends_naming_a_failure_that_cannot_heal(tmp_path, corpus, 
     written = ds.dataset(files, format="parquet").to_table()
     assert written.num_rows == changes(table).read_all().num_rows > 0
     print(f"\navailable-now run with a duplicate key ended (exit 2) in {elapsed:.0f}s")
+
+
+def _hang_up(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+
+
+def test_a_pipeline_that_cannot_heal_stops_and_the_others_go_on(tmp_path, corpus, serve):
+    """Long-running: the failed pipeline's state is `failed` with the reason, /health is
+    503, it is not restarted (its error count stays 1), the other pipeline mirrors the
+    table; the status server on 0.0.0.0 was warned of, clients hanging up leave no trace,
+    and SIGTERM still exits 0."""
+    table = corpus.scenarios["equality_deletes"].location
+    port = free_port()
+    config = write_config(tmp_path / "svc.toml", [
+        Pipeline("dup", table, tmp_path / "chk-dup",
+                 {"type": "sqlite", "url": f"sqlite:///{tmp_path}/m.db", "key": ["part"]}),
+        Pipeline("good", table, tmp_path / "chk-good",
+                 {"type": "sqlite", "url": f"sqlite:///{tmp_path}/m.db"})], port=port)
+    config.write_text(config.read_text().replace(f'"127.0.0.1:{port}"', f'"0.0.0.0:{port}"'))
+    service = serve.start(config, port, tmp_path / "service.log")
+    deadline = time.monotonic() + 240
+    document: dict = {}
+    while time.monotonic() < deadline:
+        answer = service.health()
+        if answer is not None:
+            status, document = answer
+            pipelines = document.get("pipelines", {})
+            if pipelines.get("dup", {}).get("state") == "failed" \
+                    and pipelines.get("good", {}).get("batches", 0) > 0:
+                break
+        assert service.process.poll() is None, service.tail()
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"no failed pipeline: {document}\n{service.tail()}")
+    assert status == 503 and document["status"] == "failing"
+    dup, good = document["pipelines"]["dup"], document["pipelines"]["good"]
+    assert dup["last_error"].startswith("DuplicateKeyError: ") and DUPLICATE in dup["last_error"]
+    assert good["state"] == "running"
+    for _ in range(10):
+        _hang_up(port)
+    time.sleep(3)  # a restart, were there one, would have come after 1 s
+    metrics = service.metrics()
+    assert re.search(r'meltwater_errors_total\{pipeline="dup"\} 1\.0', metrics), metrics
+    assert 'meltwater_pipeline_up{pipeline="dup"} 0.0' in metrics
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        assert db.execute("SELECT count(*) FROM good").fetchone()[0] > 0
+    assert service.stop() == 0, service.tail()
+    log = service.log_path.read_text()
+    lines = json_lines(log)
+    assert any(r["level"] == "warning" and f"0.0.0.0:{port}, which other machines can reach"
+               in r["message"] for r in lines), log[-3000:]
+    assert "Exception occurred during processing of request" not in log
+    assert "socketserver" not in log
 
 
 def test_sigterm_to_the_process_group_finishes_the_running_batch(tmp_path, corpus, serve):
