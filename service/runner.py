@@ -28,10 +28,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
+from meltwater.planner.change_range import resolve_start
 from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.metadata import load_table
-from meltwater.service.config import AVAILABLE_NOW, ConfigError, ServiceConfig
+from meltwater.planner.metadata import Table, load_table
+from meltwater.service.config import AVAILABLE_NOW, ConfigError, PipelineConfig, ServiceConfig
 from meltwater.service.failures import Action
 from meltwater.service.logs import fields, setup_logging
 from meltwater.service.metrics import (
@@ -70,13 +72,16 @@ def preflight(config: ServiceConfig) -> list[str]:
     for index, pipeline in enumerate(config.pipelines):
         where = f"{config.source}: pipelines[{index}]"
         try:
-            load_table(pipeline.table_source)
+            table = load_table(pipeline.table_source)
         except MeltwaterError as error:
             raise ConfigError(f"{where}.table: {error}") from None
-        if "://" not in pipeline.checkpoint:
-            problem = _uncreatable(Path(pipeline.checkpoint).expanduser())
+        checkpoint = _local_path(pipeline.checkpoint)
+        if checkpoint is not None:
+            problem = _uncreatable(checkpoint)
             if problem is not None:
                 raise ConfigError(f"{where}.checkpoint: {problem}")
+            if not _has_offsets(checkpoint):
+                _check_start(pipeline, table, f"{where}.options")
         check = sink_kind(pipeline.sink.type).check
         if check is not None:
             try:
@@ -88,6 +93,40 @@ def preflight(config: ServiceConfig) -> list[str]:
 
 def _os_reason(error: OSError) -> str:
     return error.strerror or str(error)
+
+
+def _local_path(location: str) -> Path | None:
+    """A checkpoint location on this machine's file system (a path or a file: URI); None
+    for a remote one (s3://, hdfs://, ...), which is not checked."""
+    if location.startswith("file:"):
+        return Path(unquote(urlsplit(location).path)).expanduser()
+    if "://" in location:
+        return None
+    return Path(location).expanduser()
+
+
+def _has_offsets(checkpoint: Path) -> bool:
+    """Whether a query has run from this checkpoint (Spark's `offsets/N` files): it resumes
+    there, and the pipeline's start options no longer matter."""
+    offsets = checkpoint / "offsets"
+    try:
+        return any(entry.name.isdigit() for entry in offsets.iterdir())
+    except OSError:
+        return False
+
+
+def _check_start(pipeline: PipelineConfig, table: Table, where: str) -> None:
+    """Resolve where a new query of the pipeline starts, as its stream will (an unknown or
+    expired start snapshot, a start off the table's lineage fail here, not at the start)."""
+    from meltwater.stream.spark.options import stream_read
+
+    read = stream_read({**pipeline.source_options, "path": pipeline.table})
+    if read.start is None:
+        return
+    try:
+        resolve_start(table, read.start, skip_expired=read.skip_expired)
+    except MeltwaterError as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 def _uncreatable(path: Path) -> str | None:
