@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -13,7 +14,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.check:
         from meltwater.service.runner import preflight
 
-        preflight(config)
+        for warning in preflight(config):
+            print(f"meltwater: warning: {warning}", file=sys.stderr)
         names = ", ".join(p.name for p in config.pipelines)
         count = len(config.pipelines)
         print(f"{args.config}: ok ({count} pipeline{'' if count == 1 else 's'}: {names})")
@@ -29,5 +31,6 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "See deploy/ for example configurations.")
     parser.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
     parser.add_argument("--check", action="store_true",
-                        help="validate the configuration and the tables it names, then exit")
+                        help="check the configuration, the tables, sinks, checkpoints and "
+                             "status address it names, changing nothing, then exit")
     parser.set_defaults(handler=_serve)

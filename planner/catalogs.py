@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from meltwater.planner.errors import CatalogError, NoSuchTableError
+from meltwater.planner.errors import CatalogError, NoSuchTableError, redact_url
 
 TIMEOUT_PROPERTY = "meltwater.timeout"
 DEFAULT_TIMEOUT_S = 30.0
@@ -177,7 +177,7 @@ def load_catalog_table(catalog: str, identifier: tuple[str, ...],
                            "=..., or give its properties)")
     seconds = _timeout(properties, catalog)
     uri = properties.get("uri")
-    where = f"table {name}: catalog {catalog!r}" + (f" at {uri}" if uri else "")
+    where = f"table {name}: catalog {catalog!r}" + (f" at {redact_url(uri)}" if uri else "")
     client = _client(catalog, properties, seconds, where)
     try:
         loaded = _bounded(lambda: client.load_table(identifier), seconds, where)
@@ -199,7 +199,7 @@ _OS_REASON = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 def _reason(error: Exception) -> str:
     """The short why of an error: the OS's words for a failed connection (requests wraps
     them in a paragraph), else the error's first line."""
-    text = str(error)
+    text = redact_url(str(error))
     found = _OS_REASON.findall(text)
     if found:
         return str(found[-1]).strip()

@@ -2,13 +2,29 @@
 
 Every error carries one line that names the thing (a file, a snapshot id, an option) and
 the problem, so the CLI can print it as-is and exit with status 2 instead of a traceback.
+
+`retryable` says whether the same work, tried again unchanged, may succeed: true of a
+store, catalog or database that did not answer, false of bad input, which stays bad. The
+service (`meltwater.service.failures`) restarts a pipeline only after a retryable failure.
 """
+
+import re
+
+# scheme://user:PASSWORD@host: the password runs to the netloc's last "@", as urlsplit reads it
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^\s/]+@")
 
 
 class MeltwaterError(Exception):
     """Base of all errors meltwater raises on bad input or an unreadable table."""
 
     exit_code = 2
+    retryable = False  # whether trying again unchanged may succeed (see the module doc)
+
+
+def redact_url(text: str) -> str:
+    """`text` with the password of every URL in it replaced by `***`, for messages
+    (`postgresql://app:secret@db/x` -> `postgresql://app:***@db/x`)."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 class StreamError(MeltwaterError):
@@ -62,9 +78,16 @@ class CorruptAvroError(MeltwaterError):
 
 class CatalogError(MeltwaterError):
     """A catalog cannot be used: not configured, misconfigured, unreachable, or refusing
-    access; the message names the catalog (and the table, where one was asked for)."""
+    access; the message names the catalog (and the table, where one was asked for).
+    Retryable: a catalog that answered once (the service checks each before it starts)
+    and fails later is most likely down for a while."""
+
+    retryable = True
 
 
 class StorageError(MeltwaterError):
     """The storage holding a table's files refused or could not be reached (access denied,
-    expired credentials, a bucket that does not exist, an endpoint that does not answer)."""
+    expired credentials, a bucket that does not exist, an endpoint that does not answer).
+    Retryable, as `CatalogError`: credentials are renewed and endpoints come back."""
+
+    retryable = True

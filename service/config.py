@@ -290,6 +290,8 @@ def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
     if value is True:
         return "127.0.0.1", 9464
     host, _, port_text = str(value).rpartition(":")
+    if host.startswith("[") and host.endswith("]"):  # [::1]:9464
+        host = host[1:-1]
     if not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
         reader.fail("http", f"expected HOST:PORT (e.g. 127.0.0.1:9464) or \"off\", "
                             f"got {value!r}")
@@ -338,9 +340,16 @@ def _pipeline(source: str, index: int, entry: Any,
 
 
 def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) -> None:
-    """The source's own option parser, run now so a bad option stops the service early."""
-    from meltwater.stream.spark.options import stream_read
+    """The source's own option parser, run now so a bad option stops the service early;
+    and every name one of the stream's options (the source itself reads past names it does
+    not know, so a misspelled option would silently be its default)."""
+    from meltwater.stream.spark.options import check_stream_option_names, stream_read
 
+    for key in reader.table:
+        try:
+            check_stream_option_names([key])
+        except MeltwaterError as error:
+            reader.fail(key, str(error))
     try:
         stream_read({**options, "path": table})
     except MeltwaterError as error:

@@ -2,7 +2,8 @@
 
 Log calls pass their fields in `extra={"fields": {...}}` (pipeline, batch, snapshot, rows,
 ...), so both formats carry the same data and a JSON line never needs parsing of a message.
-Spark's and py4j's own chatter is turned down to warnings.
+Spark's and py4j's own chatter is turned down to warnings (py4j's tracebacks of errors in
+callbacks, which the service reports as the query's failure, off).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def setup_logging(log_format: str, stream: TextIO | None = None,
     root.setLevel(level)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # py4j logs each error raised in a callback (a mirror's foreachBatch) with its traceback;
+    # the query then fails with it, and the service reports that, in meltwater's words.
+    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 
 
 def fields(**values: Any) -> dict[str, Any]:

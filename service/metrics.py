@@ -1,15 +1,21 @@
 """What the service reports: Prometheus metrics and a health document, over HTTP on localhost.
 
 `GET /metrics` is Prometheus' text format (prometheus_client renders it); `GET /health` is a
-JSON document with each pipeline's state, 200 while every pipeline runs and 503 once one has
-failed, so a load balancer, systemd watchdog script or Kubernetes probe can act on it.
+JSON document with each pipeline's state, 200 while every pipeline runs and 503 once one is
+failing or has failed (with the reason, `last_error`), so a load balancer, systemd watchdog
+script or Kubernetes probe can act on it. Neither asks who is asking: a status server
+listening beyond loopback is warned of (`exposure_warning`).
 The registry is the service's own, not prometheus_client's global one, so two services in
 one process (the tests) never share counters.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import logging
+import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +24,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from meltwater.service.logs import fields
+
+log = logging.getLogger("meltwater.service")
+
 BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+HEALTHY = ("starting", "running", "finished")
+REQUEST_TIMEOUT_S = 10.0
 
 
 class ServiceMetrics:
@@ -57,7 +69,7 @@ class ServiceMetrics:
 class PipelineHealth:
     """What /health says of one pipeline."""
 
-    state: str = "starting"  # starting, running, failing, stopped
+    state: str = "starting"  # starting, running, restarting, failing, failed, finished, stopped
     snapshot_id: int | None = None
     sequence_number: int | None = None
     lag_snapshots: int = 0
@@ -82,23 +94,85 @@ class Health:
                 setattr(health, key, value)
 
     def document(self) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting or
-        running, 503 otherwise."""
+        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting,
+        running or has finished (an available-now run), 503 otherwise; a failing or failed
+        pipeline says why in `last_error`."""
         with self._lock:
             pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
                          for name, h in self._pipelines.items()}
-        ok = all(p["state"] in ("starting", "running") for p in pipelines.values())
+        ok = all(p["state"] in HEALTHY for p in pipelines.values())
         return (200 if ok else 503), {"status": "ok" if ok else "failing",
                                       "pipelines": pipelines}
 
 
+def listen_address(host: str, port: int) -> tuple[socket.AddressFamily, tuple[Any, ...]]:
+    """The socket family and address to listen on at (host, port); OSError (a gaierror)
+    for a host that does not resolve."""
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                  flags=socket.AI_PASSIVE)[0]
+    return family, address
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind (host, port) as the status server would, and let go at once: OSError if it
+    cannot be (a host that does not resolve or is not this machine's, a port in use)."""
+    family, address = listen_address(host, port)
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+        probe.bind(address)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` resolves to is a loopback one (127.0.0.0/8, ::1): only
+    this machine can reach a server listening there."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    addresses = {str(info[4][0]).split("%", 1)[0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def exposure_warning(host: str, port: int) -> str | None:
+    """What to warn of when the status server listens beyond this machine; None on loopback."""
+    if is_loopback(host):
+        return None
+    return (f"the status server listens on {host}:{port}, which other machines can reach: "
+            "/metrics and /health answer anyone who connects, without authentication "
+            "(use 127.0.0.1, or restrict the port with a firewall)")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """The status server's socket server: any address family; clients that go away quietly."""
+
+    daemon_threads = True
+
+    def __init__(self, family: socket.AddressFamily, address: tuple[Any, ...],
+                 handler: type[BaseHTTPRequestHandler]) -> None:
+        self.address_family = family
+        super().__init__(address, handler)
+
+    def handle_error(self, _request: Any, client_address: Any) -> None:
+        """A client that hung up mid-request is nobody's error; anything else is one log
+        line (socketserver would print a traceback to stderr for each, breaking JSON logs)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        log.warning("status server: a request failed", extra=fields(
+            client=str(client_address[0]) if client_address else "?",
+            error=f"{type(error).__name__}: {error}"))
+
+
 class StatusServer:
-    """`/health` and `/metrics` on (host, port); port 0 takes a free port (see `.port`)."""
+    """`/health` and `/metrics` on (host, port); port 0 takes a free port (see `.port`).
+    Raises OSError if it cannot listen there."""
 
     def __init__(self, host: str, port: int, metrics: ServiceMetrics, health: Health) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S  # a client that sends nothing does not hold a thread
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -119,11 +193,11 @@ class StatusServer:
 
         self.metrics = metrics
         self.health = health
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-        address, self.port = self.server.server_address[:2]
+        family, address = listen_address(host, port)
+        self.server = _HTTPServer(family, address, Handler)
+        bound, self.port = self.server.server_address[:2]
         # Typed str | bytes (socketserver allows either); an AF_INET socket reports a str.
-        self.host = address if isinstance(address, str) else bytes(address).decode()
+        self.host = bound if isinstance(bound, str) else bytes(bound).decode()
         self._thread = threading.Thread(target=self.server.serve_forever, name="meltwater-http",
                                         daemon=True)
 

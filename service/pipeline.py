@@ -2,12 +2,20 @@
 
 `PipelineRun.start()` builds the Structured Streaming query
 `readStream.format("meltwater") -> observe(change counts) -> sink` with the pipeline's
-checkpoint and trigger. `poll()`, called by the service loop, reads the query's progress
-(the offset it committed, the batch's duration and change counts) into metrics, health and
-the progress line; a failed query is logged, counted and restarted with backoff, resuming
-from its checkpoint. A query that stopped because the table's schema changed (mirror
-pipelines run with `schema-change=fail`, see `meltwater.sinks.mirror_stream`) is restarted
-at once, not counted as a failure: the new query reads the new schema.
+checkpoint and trigger. The stream's schema is given to Spark (`stream_schema_for`), so
+every trigger reads change rows whatever the options say, and a start option is resolved
+only by a query that has no checkpoint yet. `poll()`, called by the service loop, reads
+the query's progress (the offset it committed, the batch's duration and change counts)
+into metrics, health and the progress line.
+
+A failed query, or one that fails to start, is judged by `meltwater.service.failures`:
+one that may heal (a database or store that did not answer, Spark's own trouble) is
+logged, counted and restarted with backoff, resuming from its checkpoint; one that cannot
+(a bad key, an unknown start snapshot, a checkpoint under a file) stops the pipeline,
+state `failed` with its reason in `/health`, until the service is restarted. A query that
+stopped because the table's schema changed (mirror pipelines run with
+`schema-change=fail`, see `meltwater.sinks.mirror_stream`) is restarted at once, not
+counted as a failure: the new query reads the new schema.
 
 The event-driven trigger is a zero-interval processing-time trigger whose source blocks in
 `latestOffset` until the table's watcher reports a commit (`watch-wait-ms`): a micro-batch
@@ -22,19 +30,21 @@ import logging
 import time
 from typing import Any
 
-from meltwater.planner.errors import MeltwaterError
 from meltwater.service.config import AVAILABLE_NOW, PipelineConfig
+from meltwater.service.failures import Action, Failure, classify
 from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
 from meltwater.stream.spark.query_start import start_query
+from meltwater.stream.spark.source import stream_schema_for
 
 log = logging.getLogger("meltwater.service")
 
 CHANGE_TYPES = ("INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER")
 EVENT_WAIT_MS = "250"
 MAX_BACKOFF_S = 60.0
+STOP_POLL_S = 0.1
 
 
 def _source_offset(progress: dict[str, Any] | None, which: str) -> dict[str, Any] | None:
@@ -50,6 +60,26 @@ def _source_offset(progress: dict[str, Any] | None, which: str) -> dict[str, Any
     if not isinstance(offset, dict) or offset.get("snapshot_id") is None:
         return None
     return offset
+
+
+def _checkpoint_logs(query: Any) -> tuple[Any, Any] | None:
+    """The offset and commit logs of a running query's checkpoint (Spark's
+    `StreamExecution.offsetLog` / `commitLog`, through py4j): a batch is planned once the
+    first holds its id, and done once the second does. None where Spark does not expose
+    them (the query's status then says whether a trigger is active, less precisely)."""
+    try:
+        execution = query._jsq.streamingQuery()
+        return execution.offsetLog(), execution.commitLog()
+    # Blind on purpose: whatever py4j or a Spark without these members raises, the stop
+    # falls back on the query's status.
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _latest(batch_log: Any) -> int:
+    """The newest batch id in a checkpoint log (-1: none)."""
+    latest = batch_log.getLatestBatchId()
+    return int(latest.get()) if latest.isDefined() else -1
 
 
 def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
@@ -90,6 +120,12 @@ class PipelineRun:
         self.rows_per_second = 0.0
         self.finished = False  # available-now: the query ended by itself
         self.stopped = False  # the service stopped it
+        self.failure: Failure | None = None  # a failure restarting cannot heal (STOP, EXIT)
+
+    @property
+    def done(self) -> bool:
+        """Whether the pipeline will not run again in this service: finished or failed."""
+        return self.finished or self.failure is not None
 
     # -- the query ---------------------------------------------------------------------------
 
@@ -98,9 +134,10 @@ class PipelineRun:
         config = self.config
         kind = sink_kind(config.sink.type)
         options = {**config.source_options, **kind.source_options}  # e.g. schema-change
-        reader = self.spark.readStream.format("meltwater").options(**options)
         if config.event_driven:
-            reader = reader.option("watch-wait-ms", EVENT_WAIT_MS)
+            options["watch-wait-ms"] = EVENT_WAIT_MS
+        schema = stream_schema_for({**options, "path": config.table})
+        reader = self.spark.readStream.format("meltwater").schema(schema).options(**options)
         frame = reader.load(config.table)
         frame = self._observe(frame)
         writer = kind.writer(frame, config.sink.options, config.sink_placement)
@@ -126,21 +163,32 @@ class PipelineRun:
         return frame.observe("meltwater_changes", *counts)
 
     def stop(self, timeout_s: float) -> None:
-        """Let a running batch finish for up to `timeout_s`, then stop the query."""
+        """Let the micro-batch running now finish, for up to `timeout_s`, then stop the
+        query (which interrupts at most the start of the next one: planned, nothing
+        written, run again from the checkpoint by the next start)."""
         query = self.query
         if query is None:
             return
         deadline = time.monotonic() + timeout_s
         try:
-            while query.isActive and query.status.get("isTriggerActive") \
-                    and time.monotonic() < deadline:
-                time.sleep(0.05)
+            logs = _checkpoint_logs(query)
+            if logs is not None:  # the batch in flight: planned in the offset log, uncommitted
+                planned = _latest(logs[0])
+                while query.isActive and time.monotonic() < deadline \
+                        and _latest(logs[1]) < planned:
+                    time.sleep(STOP_POLL_S)
+            else:
+                while query.isActive and query.status.get("isTriggerActive") \
+                        and time.monotonic() < deadline:
+                    time.sleep(STOP_POLL_S)
+            for progress in self._new_progress():
+                self._record(progress)
             query.stop()
         # Blind on purpose: the service stops whatever Spark or py4j raise; a query failing
         # while stopping is still stopped.
         except Exception as error:  # noqa: BLE001
             log.warning("pipeline stopped with an error", extra=fields(
-                pipeline=self.config.name, error=str(error).splitlines()[0][:300]))
+                pipeline=self.config.name, error=classify(error).reason))
         self.metrics.up.labels(self.config.name).set(0)
         self.health.update(self.config.name, state="stopped")
         self.query = None
@@ -151,7 +199,7 @@ class PipelineRun:
     def poll(self) -> None:
         """Fold the query's newest progress into metrics and health; restart it if it died."""
         if self.query is None:
-            if not self.finished and time.monotonic() >= self.retry_at:
+            if not self.done and time.monotonic() >= self.retry_at:
                 self.launch()
             return
         if not self.query.isActive:
@@ -215,52 +263,43 @@ class PipelineRun:
         self.metrics.up.labels(name).set(0)
         if error is None:
             self.finished = True
-            self.health.update(name, state="stopped")
+            self.health.update(name, state="finished")
             log.info("pipeline finished", extra=fields(pipeline=name))
             return
-        if is_schema_change(error):  # schema-change=fail: restart now, in the new schema
+        self._failed(classify(error))
+
+    def _failed(self, failure: Failure) -> None:
+        """Act on a failure as `meltwater.service.failures` says: restart now, retry with
+        backoff, or stop the pipeline for good (EXIT also stops the service)."""
+        name = self.config.name
+        if failure.action is Action.RESTART:  # schema-change=fail: restart in the new schema
             self.retry_at = 0.0
             self.health.update(name, state="restarting")
             log.info("table schema changed; restarting the query in the new schema",
-                     extra=fields(pipeline=name, reason=_first_line(error)))
+                     extra=fields(pipeline=name, reason=failure.reason))
             return
-        self._failed(_first_line(error))
-
-    def _failed(self, message: str) -> None:
-        name = self.config.name
+        self.metrics.errors.labels(name).inc()
+        if failure.action is not Action.RETRY:
+            self.failure = failure
+            self.health.update(name, state="failed", last_error=failure.reason)
+            message = ("the Spark session is unusable; the service stops so that its "
+                       "supervisor starts a new process" if failure.action is Action.EXIT
+                       else "pipeline stopped: restarting cannot fix this; fix it, then "
+                            "restart the service")
+            log.error(message, extra=fields(pipeline=name, error=failure.reason))
+            return
         self.failures += 1
         backoff = min(MAX_BACKOFF_S, 2.0 ** (self.failures - 1))
         self.retry_at = time.monotonic() + backoff
-        self.metrics.errors.labels(name).inc()
-        self.health.update(name, state="failing", last_error=message)
+        self.health.update(name, state="failing", last_error=failure.reason)
         log.error("pipeline failed; restarting from its checkpoint", extra=fields(
-            pipeline=name, error=message, retry_in_s=backoff, failures=self.failures))
+            pipeline=name, error=failure.reason, retry_in_s=backoff, failures=self.failures))
 
     def launch(self) -> None:
-        """Start the query; a failure to start counts as a failure and is retried."""
+        """Start the query; a failure to start is judged like a failed query's."""
         try:
             self.start()
-        except MeltwaterError as error:
-            self._failed(str(error))
-        # Spark's analysis errors, py4j's and any other: the service outlives them, retrying
-        # the start like a failed query.
+        # meltwater's errors, Spark's analysis errors, py4j's and any other: the service
+        # outlives them, and `classify` says whether to start again.
         except Exception as error:  # noqa: BLE001
-            self._failed(_first_line(error))
-
-
-def is_schema_change(error: BaseException) -> bool:
-    """Whether a query stopped because its table's schema changed (`schema-change=fail`:
-    `meltwater.stream.errors.SchemaChangedError`, seen through Spark's exception text)."""
-    text = str(getattr(error, "desc", None) or error)
-    return "SchemaChangedError" in text and "changed its schema at snapshot" in text
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(getattr(error, "desc", None) or error).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith(("meltwater", "pyspark.errors", "Traceback")):
-            continue
-        if "Error:" in line or "error" in line.lower():
-            return line[:500]
-    return (text.splitlines() or ["(no message)"])[-1][:500]
+            self._failed(classify(error))

@@ -19,7 +19,9 @@ _SECONDS = re.compile(r"snapshots [0-9.]+s")
 def progress_line(run: PipelineRun) -> str:
     """`orders  snapshot 4411… seq 42  lag 0 snapshots 0.0s  1,204 rows/s  batches 17`."""
     name = run.config.name
-    if run.query is None and run.finished:
+    if run.query is None and run.failure is not None:
+        state = "failed: " + run.failure.reason
+    elif run.query is None and run.finished:
         state = "finished"
     elif run.query is None and run.stopped:
         state = "stopped"

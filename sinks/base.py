@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from meltwater.planner.errors import redact_url
 from meltwater.sinks.errors import InvalidChangesError, InvalidSinkUrlError
 
 # What `apply` accepts: one Arrow table or batch, a stream (`meltwater.stream.changes`), or
@@ -107,15 +108,6 @@ def open_sink(url: str, **options) -> Sink:
         raise InvalidSinkUrlError(f"no sink for URL scheme {scheme!r} in {redact_url(url)} "
                              f"(known: {', '.join(sink_schemes())})")
     return factory(url, **options)
-
-
-def redact_url(url: str) -> str:
-    """A URL without its password, for error messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 def as_table(changes: ChangeInput) -> pa.Table:

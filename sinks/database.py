@@ -1,6 +1,7 @@
 """A SQL database by URL, behind the few operations a mirror needs.
 
-    sqlite:///var/lib/meltwater/orders.db     an absolute path (sqlite:////abs works too)
+    sqlite:///var/lib/meltwater/orders.db     an absolute path (sqlite:////abs works too;
+                                              sqlite:///name.db is refused as ambiguous)
     sqlite:///:memory:                        a private in-memory database
     postgresql://user@host:5432/db            anything libpq takes (postgres:// as well)
 
@@ -97,6 +98,13 @@ def sqlite_path(url: str) -> str:
         return ":memory:"
     if path.startswith("//"):  # sqlite:////abs/path.db, SQLAlchemy's absolute form
         path = path[1:]
+    elif path.count("/") == 1 and len(path) > 1:
+        # sqlite:///name.db: SQLAlchemy and most tools read a path relative to the working
+        # directory; read as absolute it is a file in the root directory. Neither is taken.
+        raise InvalidSinkUrlError(
+            f"{url}: names {path} in the root directory, where other tools read "
+            f"{path[1:]} relative to the working directory; give the file's absolute path, "
+            f"e.g. sqlite:////var/lib/meltwater/{path[1:]} (sqlite:///{path} for the root)")
     if not path.startswith("/") or path.endswith("/"):
         raise InvalidSinkUrlError(f"{url}: a sqlite URL names a database file by absolute path, "
                              "e.g. sqlite:///var/lib/meltwater/orders.db")

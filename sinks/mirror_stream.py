@@ -12,7 +12,7 @@ checkpoint must not find its new batches "already applied" under the old one's i
 later is projected away: a mirror would silently lose it. So a mirror kind asks for streams run with
 `schema-change=fail` (its `source_options`; a configuration asking otherwise is refused):
 the stream emits every commit before the change, then stops, and the service restarts the
-query at once (`meltwater.service.pipeline.is_schema_change`), which reads the new schema;
+query at once (a `SchemaChangedError`, `meltwater.service.failures`), which reads the new schema;
 the first batch carrying it makes the mirror apply the DDL in that batch's transaction.
 Renames do not stop the stream (it keeps the old name): each batch carries the stream's
 field ids (`stream_field_ids`, read from the table as the query starts), so the mirror
@@ -27,9 +27,9 @@ from typing import Any
 
 from meltwater.planner.metadata import load_table
 from meltwater.planner.table_source import TableSource
-from meltwater.sinks.errors import SchemaChangeNotMirroredError
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.stream.errors import SchemaChangedError
 
 MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
 
@@ -62,12 +62,12 @@ def check_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> None:
 def stream_field_ids(table: str | TableSource, columns: Sequence[str]) -> dict[str, int]:
     """The field ids of a starting stream's columns, from the table's current schema; the
     names must be exactly that schema's, else the table changed while the query started
-    (the query is then failed and restarted)."""
+    (a `SchemaChangedError`: the service starts the query again at once)."""
     schema = load_table(table).metadata.schema
     by_name = {f.name: f.field_id for f in schema.fields}
     data = [c for c in columns if c not in METADATA_COLUMNS and c not in LINEAGE_COLUMNS]
     if sorted(data) != sorted(by_name):
-        raise SchemaChangeNotMirroredError(
+        raise SchemaChangedError(
             f"table {table} changed its schema while the mirror's query started (stream "
             f"columns {', '.join(data)}; table columns {', '.join(by_name)}): restarting")
     return {name: by_name[name] for name in data}

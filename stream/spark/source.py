@@ -54,8 +54,8 @@ the change schema when the options name a change range, `read-changes=true`, or 
 streaming-only option (`starting`, `starting-snapshot-as-inserts`,
 `stream-from-timestamp`, `streaming-*`, `maxFilesPerTrigger`, `schema-change`, ...); with
 none of those, a plain `readStream...load(T)` gets the snapshot schema.
-`change_schema_for(options)` gives the change schema to pass explicitly
-(`spark.readStream.schema(change_schema_for(opts))`).
+`stream_schema_for(options)` gives the stream's schema to pass explicitly
+(`spark.readStream.schema(stream_schema_for(opts))`), as `meltwater serve` does.
 
 Errors: bad options and tables raise meltwater's typed errors with one-line messages; Spark
 wraps them (AnalysisException / PythonException) with the message kept in its text.
@@ -123,6 +123,26 @@ def change_schema_for(options: Mapping[str, str]) -> StructType:
     return spark_schema(resolve_read(options, changes=True, table=table).arrow_schema)
 
 
+def stream_schema_for(options: Mapping[str, str]) -> StructType:
+    """The schema of `readStream.format("meltwater")` with these options: change rows in the
+    table's current schema, as the stream reader emits them, wherever the stream starts.
+
+    Pass it to `readStream.schema(...)` and Spark does not ask `schema()`, which cannot tell
+    a stream from a batch read: a stream given no streaming option would get the snapshot
+    schema, and a start option (`start-snapshot-id`, ...) would be resolved against the
+    table's history even when the query resumes from its checkpoint, where a start snapshot
+    expired since no longer matters."""
+    from meltwater.planner.change_range import RangeRequest
+    from meltwater.planner.metadata import load_table
+    from meltwater.stream.engine.change_feed import change_feed
+    from meltwater.stream.spark.arrow_types import spark_schema
+    from meltwater.stream.spark.options import row_options
+
+    table = load_table(table_source(options))
+    request = RangeRequest.empty_at(table.metadata.current_snapshot_id)
+    return spark_schema(change_feed(table, request, row_options(options)).output_schema)
+
+
 def register(spark: Any) -> None:
     """Make `spark.read.format("meltwater")` (and readStream, and SQL `USING meltwater`)
     available in a session, with filter push-down on."""
@@ -130,4 +150,4 @@ def register(spark: Any) -> None:
     spark.conf.set(PUSHDOWN_CONF, "true")
 
 
-__all__ = ["MeltwaterDataSource", "change_schema_for", "register"]
+__all__ = ["MeltwaterDataSource", "change_schema_for", "register", "stream_schema_for"]

@@ -64,6 +64,7 @@ from pyspark.sql.types import StructType
 from meltwater.planner.errors import StreamError
 from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
 from meltwater.stream.engine.change_schema import METADATA_COLUMNS
+from meltwater.stream.errors import SchemaChangedError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.spark.partitions import (
@@ -76,10 +77,11 @@ from meltwater.stream.watch.change_stream import ChangeStream
 log = logging.getLogger(__name__)
 
 
-def _unfit_for_stream(what: str) -> StreamError:
+def _unfit_for_stream(what: str) -> SchemaChangedError:
     """A value that does not fit the stream's type, e.g. of a column widened from int to
-    long after the stream started, fails the micro-batch naming the column."""
-    return StreamError(f"{what}; the table's schema changed after the stream started: "
+    long after the stream started, fails the micro-batch naming the column (a
+    `SchemaChangedError`: a restarted query reads the new schema)."""
+    return SchemaChangedError(f"{what}; the table's schema changed after the stream started: "
                        "restart the query to read the new schema")
 
 
@@ -95,7 +97,7 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 "the stream's schema has no change metadata columns (_change_type, ...): "
                 "Spark asked the source for a schema without telling it the read is a "
                 "stream; add a streaming option (e.g. .option('starting', 'earliest')) or "
-                "pass .schema(change_schema_for(options)) to readStream")
+                "pass .schema(stream_schema_for(options)) to readStream")
         self._stream: ChangeStream | None = None  # driver state, created on first use
         self._last: StreamOffset | None = None
         self._arrow: pa.Schema | None = None

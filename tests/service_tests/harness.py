@@ -135,18 +135,52 @@ class ServiceProcess:
 
     def kill(self) -> None:
         """SIGKILL the service and everything it started (its JVM, its Python workers)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        kill_tree(self.process.pid)
         self.process.wait(timeout=30)
         self._log.close()
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 90) -> int:
-        """Send `sig` to the service process only; its exit status."""
-        self.process.send_signal(sig)
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 90, *,
+             group: bool = False) -> int:
+        """Send `sig` to the service process only, or (`group`) to its whole process group
+        as a supervisor does; its exit status."""
+        if group:
+            os.killpg(self.process.pid, sig)
+        else:
+            self.process.send_signal(sig)
         try:
             code = self.process.wait(timeout=timeout)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)  # leftovers, if it hung
+            kill_tree(self.process.pid)  # leftovers, if it hung
             self._log.close()
         return code
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid`, children first (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid`'s process group and every process below `pid`, wherever its group: the
+    service starts Spark's JVM in a session of its own (`meltwater.service.runner`)."""
+    below = descendants(pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for child in below:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)

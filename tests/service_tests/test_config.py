@@ -57,6 +57,18 @@ def test_durations(text, seconds):
     (minimal(sink={"type": "parquet", "path": "/x", "partition": ["a"]}),
      "pipelines[0].sink.partition: unknown key (did you mean 'partition-by'?)"),
     (minimal(options={"starting": "sometime"}), "pipelines[0].options: option starting="),
+    (minimal(options={"streaming-max-file-per-micro-batch": 1}),
+     "pipelines[0].options.streaming-max-file-per-micro-batch: option "
+     "streaming-max-file-per-micro-batch is not an option of the meltwater stream (did you "
+     "mean 'streaming-max-files-per-micro-batch'?)"),
+    (minimal(options={"Start-Snapshot-ID": 5, "strating": "earliest"}),
+     "pipelines[0].options.strating: option strating is not an option of the meltwater "
+     "stream (did you mean 'starting'?)"),
+    (minimal(options={"end-snapshot-id": 5}),
+     "pipelines[0].options.end-snapshot-id: option end-snapshot-id is an option of batch "
+     "reads"),
+    (minimal(options={"path": "/elsewhere"}), "pipelines[0].options.path: option path: the "
+                                              "table is given where the stream is loaded"),
     (minimal(options={"schema-change": "project"}),
      "pipelines[0].options.schema-change: a sqlite sink's stream runs with "
      "schema-change=fail, so a column added mid-stream is restarted"),
@@ -74,6 +86,36 @@ def test_bad_configs_name_the_key(document, message):
     text = str(raised.value)
     assert text.startswith("svc.toml: ") and message in text, text
     assert "\n" not in text
+
+
+def test_stream_options_are_known_by_name():
+    """Every option the source's parser reads is one the service's config accepts: the names
+    in `meltwater.stream.spark.options` (found in its source, as the parser names them)."""
+    import ast
+    import inspect
+
+    from meltwater.stream.spark import options
+
+    tree = ast.parse(inspect.getsource(options))
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+                node.func, "attr", None)) in ("_int", "_bool", "_size", "_timestamp_ms",
+                                              "_names", "get"):
+            read |= {a.value for a in node.args[1:] + node.args[:1]
+                     if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    read = {name.lower() for name in read if name and name[0].isalpha()}
+    known = {n.lower() for n in options.STREAM_OPTION_NAMES + options.BATCH_OPTION_NAMES
+             + options.TABLE_OPTION_NAMES}
+    assert len(read) > 30
+    assert read - known == set(), "options read but not listed in options.py"
+    options.check_stream_option_names(options.STREAM_OPTION_NAMES)
+    options.check_stream_option_names(["catalog.uri", "io.s3.endpoint", "STARTING"])
+
+
+def test_ipv6_status_address():
+    config = parse_config({"service": {"http": "[::1]:9464"}, **minimal()})
+    assert (config.http_host, config.http_port) == ("::1", 9464)
 
 
 def test_unreadable_files(tmp_path):
@@ -98,7 +140,8 @@ def test_cli_rejects_a_bad_config_before_starting_anything(tmp_path, corpus):
     table = corpus.scenarios["mor_partitioned"].location
     cases = {
         "sink": f'[[pipelines]]\nname="a"\ntable="{table}"\ncheckpoint="{tmp_path}/c"\n'
-                '[pipelines.sink]\ntype="sqlite"\nurl="sqlite:///x.db"\nkey=["nope"]\n',
+                f'[pipelines.sink]\ntype="sqlite"\nurl="sqlite:///{tmp_path}/x.db"\n'
+                'key=["nope"]\n',
         "table": f'[[pipelines]]\nname="a"\ntable="{tmp_path}/none"\ncheckpoint="{tmp_path}/c"\n'
                  '[pipelines.sink]\ntype="console"\n',
     }

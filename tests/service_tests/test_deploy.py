@@ -100,6 +100,9 @@ def test_systemd_unit_runs_the_service_and_stops_it_with_sigterm():
     assert command[0].endswith("/meltwater") and command[1:3] == ["serve", "--config"]
     assert service["ExecStartPre"].split()[-1] == "--check"
     assert service["KillSignal"] == "SIGTERM" and service["Restart"] == "on-failure"
+    # SIGTERM to the main process only; the service stops its JVM itself (it survives a
+    # SIGTERM to its process group too: test_service_supervisors.py)
+    assert service["KillMode"] == "mixed"
     assert service["RestartPreventExitStatus"] == "2"  # a bad config is not retried
 
 
