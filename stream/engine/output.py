@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import IO, Any
 
@@ -22,6 +23,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from meltwater.stream.engine.output_file import output_destination
+from meltwater.stream.engine.output_pipeline import BackgroundWriter
 from meltwater.stream.errors import OutputError
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -121,15 +123,58 @@ def _write_csv(reader: pa.RecordBatchReader, output: str | None) -> int:
     return count
 
 
+# Row groups as `pq.write_table` cuts them (at most 1Mi rows), and at most this much Arrow
+# memory each, so a wide table's row groups stay bounded too. Batches from a scan are far
+# smaller (one per data file), and a row group per batch cost 40% more to encode: every
+# column chunk starts a new dictionary, and for high-cardinality columns most values go
+# through the dictionary before Parquet gives up on it.
+ROW_GROUP_ROWS = 1024 * 1024
+ROW_GROUP_BYTES = 128 * 1024 * 1024
+
+
+def row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema, *,
+               rows: int = ROW_GROUP_ROWS, size: int = ROW_GROUP_BYTES) -> Iterator[pa.Table]:
+    """The batches gathered into tables of `rows` rows (the last one fewer), or fewer rows
+    once they hold `size` bytes. Zero-copy: the tables reference the batches' buffers."""
+    pending: list[pa.RecordBatch] = []
+    count = nbytes = 0
+    for batch in batches:
+        pending.append(batch)
+        count += batch.num_rows
+        nbytes += batch.nbytes
+        while count >= rows or (count and nbytes >= size):
+            table = pa.Table.from_batches(pending, schema)
+            take = min(count, rows)
+            yield table.slice(0, take)
+            rest = table.slice(take)
+            pending, count, nbytes = rest.to_batches(), rest.num_rows, rest.nbytes
+    if count:
+        yield pa.Table.from_batches(pending, schema)
+
+
 def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
+    """Row groups of up to `ROW_GROUP_ROWS` rows, encoded on a writer thread while the
+    scan reads on (`meltwater.stream.engine.output_pipeline`); pyarrow's defaults otherwise,
+    as `pq.write_table` has them: Snappy, dictionary encoding, format 2.6."""
     if not output:
         raise OutputError("--format parquet needs --output PATH")
     count = 0
     with output_destination(output, text=False) as binary, \
             pq.ParquetWriter(binary, reader.schema) as writer:
-        for batch in reader:
-            writer.write_batch(batch)
-            count += batch.num_rows
+        background: BackgroundWriter[pa.Table] = BackgroundWriter(
+            functools.partial(writer.write_table, row_group_size=ROW_GROUP_ROWS))
+        try:
+            for group in row_groups(reader, reader.schema):
+                background.put(group)
+                count += group.num_rows
+            background.close()
+        except BaseException:
+            if not background.abort():
+                # The thread is still inside a write (blocked on a FIFO no one reads):
+                # closing the writer here would race it. It is left unclosed, and alive
+                # while the thread holds it.
+                writer.is_open = False
+            raise
     return count
 
 
