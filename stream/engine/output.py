@@ -9,21 +9,23 @@ An output file is written beside its path and renamed into place only when compl
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import functools
 import json
 import math
+import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import IO, Any
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from meltwater.stream.engine.output_file import output_destination
-from meltwater.stream.engine.output_pipeline import BackgroundWriter
+from meltwater.stream.engine.output_pipeline import BackgroundWriter, ordered_map
+from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
 from meltwater.stream.errors import OutputError
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -110,16 +112,42 @@ def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[st
     return len(rows)
 
 
-def _write_csv(reader: pa.RecordBatchReader, output: str | None) -> int:
-    count, first = 0, True
-    with output_destination(output, text=False) as binary:
-        for batch in reader:
-            options = pacsv.WriteOptions(include_header=first)
-            pacsv.write_csv(_flatten_nested(batch), binary, write_options=options)
-            first = False
-            count += batch.num_rows
-        if first:
-            binary.write((",".join(reader.schema.names) + "\n").encode())
+def _json_lines_slow(batch: pa.RecordBatch) -> bytes:
+    return "".join(json.dumps(_json_safe(row), default=json_default, allow_nan=False) + "\n"
+                   for row in batch.to_pylist()).encode()
+
+
+def _jsonl_text(batch: pa.RecordBatch, _first: bool) -> pa.Buffer | bytes:
+    lines = json_lines(batch)
+    return _json_lines_slow(batch) if lines is None else text_buffer(lines)
+
+
+def _csv_text(batch: pa.RecordBatch, first: bool) -> pa.Buffer:
+    return csv_text(_flatten_nested(batch), header=first)
+
+
+def _write_text(reader: pa.RecordBatchReader, output: str | None,
+                render: Callable[[pa.RecordBatch, bool], pa.Buffer | bytes],
+                empty: bytes = b"") -> int:
+    """Batches rendered to text on worker threads (`output_pipeline.ordered_map`), written
+    in order; `render(batch, first)`, and `empty` when there is no batch at all. Returns
+    the rows written."""
+    def job(numbered: tuple[int, pa.RecordBatch]) -> tuple[int, pa.Buffer | bytes]:
+        index, batch = numbered
+        return batch.num_rows, render(batch, index == 0)
+
+    count = 0
+    if not output:
+        sys.stdout.flush()  # the bytes go to its buffer, after any text already printed
+    with output_destination(output, text=False) as binary, \
+            contextlib.closing(ordered_map(job, enumerate(reader))) as rendered:
+        written = False
+        for rows, text in rendered:
+            binary.write(text)
+            count += rows
+            written = True
+        if not written:
+            binary.write(empty)
     return count
 
 
@@ -188,14 +216,9 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
     if fmt == "parquet":
         return _write_parquet(reader, output)
     if fmt == "csv":
-        return _write_csv(reader, output)
+        return _write_text(reader, output, _csv_text,
+                           empty=(",".join(reader.schema.names) + "\n").encode())
+    if fmt == "jsonl":
+        return _write_text(reader, output, _jsonl_text)
     with output_destination(output, text=True) as handle:
-        if fmt == "table":
-            return write_table(reader, reader.schema, handle)
-        count = 0
-        for batch in reader:
-            for row in batch.to_pylist():
-                handle.write(json.dumps(_json_safe(row), default=json_default,
-                                        allow_nan=False) + "\n")
-            count += batch.num_rows
-        return count
+        return write_table(reader, reader.schema, handle)

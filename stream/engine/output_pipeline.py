@@ -25,7 +25,7 @@ import contextlib
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -102,7 +102,7 @@ class BackgroundWriter(Generic[T]):
 
 
 def ordered_map(function: Callable[[T], R], items: Iterable[T], *, workers: int = 2,
-                ahead: int = 2) -> Iterator[R]:
+                ahead: int = 2) -> Generator[R, None, None]:
     """`map(function, items)` on `workers` threads, results in the items' order, with at
     most `workers + ahead` items taken from `items` and not yet yielded."""
     pending: deque[Future[R]] = deque()
@@ -114,7 +114,5 @@ def ordered_map(function: Callable[[T], R], items: Iterable[T], *, workers: int 
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
-    finally:
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)
+    finally:  # the renders under way end soon: they work in memory
+        pool.shutdown(wait=True, cancel_futures=True)
