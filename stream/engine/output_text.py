@@ -6,8 +6,10 @@ writer formatting one column, the `timestamptz`: Arrow formats a zoned timestamp
 its time zone database, 1 µs a value, where a naive one takes 0.03 µs.
 
 Here each column becomes an array of its values' text (a "cell" array), then one
-`binary_join_element_wise` puts the cells of a row between the right punctuation, and the
-joined array's data buffer is the output, written as is. The text is byte for byte what
+`binary_join_element_wise` joins the cells of a row with a separator (arrays only: with
+literal text among its arguments it took three times as long), slice replacements put
+keys, brackets and newlines around them, and the joined array's data buffer is the
+output, written as is. The text is byte for byte what
 the row-by-row writers gave, and a column whose values this module cannot render exactly
 takes the slow path alone:
 
@@ -57,6 +59,17 @@ def _strings(column: pa.Array) -> pa.Array:
     return column if pa.types.is_string(column.type) else column.cast(pa.string())
 
 
+_END = 2**31 - 1  # a slice start past any string's end: replacing there appends
+
+
+def _wrap(text: pa.Array, before: str, after: str) -> pa.Array:
+    """Each value between `before` and `after` (two slice replacements cost a third of a
+    `binary_join_element_wise` with scalars)."""
+    if before:
+        text = pc.binary_replace_slice(text, 0, 0, before)
+    return pc.binary_replace_slice(text, _END, _END, after) if after else text
+
+
 def _fill(cells: pa.Array, column: pa.Array, text: str) -> pa.Array:
     return cells if column.null_count == 0 else pc.fill_null(cells, text)
 
@@ -84,7 +97,7 @@ def _json_float(column: pa.Array) -> pa.Array:
     text = pc.cast(doubles, pa.string())
     exponent = pc.match_substring(text, "e")
     integral = pc.invert(pc.or_(exponent, pc.match_substring(text, ".")))
-    cells = pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
+    cells = pc.if_else(integral, _wrap(text, "", ".0"), text)
     magnitude = pc.abs(doubles)
     odd = pc.or_(pc.less(magnitude, _FIXED_LOW), pc.greater_equal(magnitude, _FIXED_HIGH))
     odd = pc.or_(pc.or_(odd, exponent), pc.is_nan(doubles))
@@ -97,7 +110,7 @@ def _json_float(column: pa.Array) -> pa.Array:
 
 def _json_string(column: pa.Array) -> pa.Array:
     strings = _strings(column)
-    cells = pc.binary_join_element_wise('"', strings, '"', "")
+    cells = _wrap(strings, '"', '"')
     cells = _replace_where(cells, pc.match_substring_regex(strings, _NEEDS_ESCAPE),
                            json.dumps, strings)
     return _fill(cells, column, "null")
@@ -119,15 +132,14 @@ def _json_timestamp(column: pa.Array) -> pa.Array | None:
         return None
     text = pc.cast(micros, pa.string())  # 2024-01-02 03:04:05.000006
     text = _fraction_trimmed(pc.utf8_replace_slice(text, 10, 11, "T"), 19)
-    cells = pc.binary_join_element_wise('"', text, '+00:00"' if tz else '"', "")
+    cells = _wrap(text, '"', '+00:00"' if tz else '"')
     return _fill(cells, column, "null")
 
 
 def _json_date(column: pa.Array) -> pa.Array | None:
     if not _in_range(column.cast(pa.int32()), _MIN_DAY, _MAX_DAY):
         return None
-    cells = pc.binary_join_element_wise('"', pc.cast(column, pa.string()), '"', "")
-    return _fill(cells, column, "null")
+    return _fill(_wrap(pc.cast(column, pa.string()), '"', '"'), column, "null")
 
 
 def _json_cells_python(column: pa.Array) -> pa.Array:
@@ -150,8 +162,7 @@ def json_cells(column: pa.Array) -> pa.Array:
     elif _is_string(t):
         cells = _json_string(column)
     elif pa.types.is_decimal(t) and t.scale >= 0:  # str(Decimal), as Arrow's text
-        cells = _fill(pc.binary_join_element_wise('"', pc.cast(column, pa.string()), '"', ""),
-                      column, "null")
+        cells = _fill(_wrap(pc.cast(column, pa.string()), '"', '"'), column, "null")
     elif pa.types.is_timestamp(t):
         cells = _json_timestamp(column)
     elif pa.types.is_date32(t):
@@ -165,12 +176,9 @@ def json_lines(batch: pa.RecordBatch) -> pa.Array | None:
     names = batch.schema.names
     if not names or len(set(names)) != len(names):
         return None
-    pieces: list[Any] = []
-    for i, (name, column) in enumerate(zip(names, batch.columns, strict=True)):
-        pieces.append(("{" if i == 0 else ", ") + json.dumps(name) + ": ")
-        pieces.append(json_cells(column))
-    pieces.append("}\n")
-    return _join(pieces)
+    keyed = [pc.binary_replace_slice(json_cells(column), 0, 0, json.dumps(name) + ": ")
+             for name, column in zip(names, batch.columns, strict=True)]
+    return _wrap(_join([*keyed, ", "]), "{", "}\n")
 
 
 # -- CSV ------------------------------------------------------------------------------------
@@ -180,11 +188,10 @@ def _csv_cells(column: pa.Array) -> pa.Array | None:
         strings = _strings(column)
         if pc.any(pc.match_substring(strings, '"')).as_py():
             strings = pc.replace_substring(strings, '"', '""')
-        return _fill(pc.binary_join_element_wise('"', strings, '"', ""), column, "")
+        return _fill(_wrap(strings, '"', '"'), column, "")
     if pa.types.is_timestamp(t) and t.tz == "UTC":
         naive = column.cast(pa.timestamp(t.unit))
-        return _fill(pc.binary_join_element_wise(pc.cast(naive, pa.string()), "Z", ""),
-                     column, "")
+        return _fill(_wrap(pc.cast(naive, pa.string()), "", "Z"), column, "")
     if (pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t)
             or pa.types.is_boolean(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
             or pa.types.is_time(t)
@@ -198,14 +205,13 @@ def csv_lines(batch: pa.RecordBatch) -> pa.Array | None:
     None when a column's type is left to `pyarrow.csv.write_csv`."""
     if batch.num_columns == 0:
         return None
-    pieces: list[Any] = []
+    cells = []
     for column in batch.columns:
-        cells = _csv_cells(column)
-        if cells is None:
+        cell = _csv_cells(column)
+        if cell is None:
             return None
-        pieces += [cells, ","]
-    pieces[-1] = "\n"
-    return _join(pieces)
+        cells.append(cell)
+    return _wrap(_join([*cells, ","]), "", "\n")
 
 
 def csv_text(batch: pa.RecordBatch, header: bool) -> pa.Buffer:
@@ -226,7 +232,8 @@ def csv_text(batch: pa.RecordBatch, header: bool) -> pa.Buffer:
 
 # -- both -----------------------------------------------------------------------------------
 def _join(pieces: list[Any]) -> pa.Array:
-    """Cells and literal text joined row by row; large offsets when 2 GiB might not do."""
+    """`binary_join_element_wise(*pieces)`: the last piece is the separator. Large offsets
+    when the text might not fit in 2 GiB."""
     arrays = [p for p in pieces if isinstance(p, pa.Array)]
     rows = len(arrays[0]) if arrays else 0
     size = sum(a.nbytes for a in arrays) + rows * sum(len(p) for p in pieces
@@ -234,7 +241,7 @@ def _join(pieces: list[Any]) -> pa.Array:
     if size >= 1 << 30:
         pieces = [p.cast(pa.large_string()) if isinstance(p, pa.Array) else p
                   for p in pieces]
-    return pc.binary_join_element_wise(*pieces, "")
+    return pc.binary_join_element_wise(*pieces)
 
 
 def text_buffer(lines: pa.Array) -> pa.Buffer:
