@@ -12,7 +12,8 @@ deletes, encoding, fsync and rename) that write the 5M-row merge-on-read table `
   rows. It is the ceiling;
 - pyiceberg: a script, `StaticTable.from_metadata(m).scan().to_arrow()`, then pyarrow's
   writers;
-- DuckDB: a script, `COPY (SELECT * FROM iceberg_scan(m)) TO PATH (FORMAT ...)`.
+- DuckDB: a script, `COPY (SELECT * FROM iceberg_scan(m)) TO PATH (FORMAT ...)`;
+- with `--before PATH`, another checkout's console script (e.g. main's) beside this one.
 
 bench/cli_peer.py holds the three scripts. pyarrow writes no JSON: for `jsonl` the raw
 pyarrow and pyiceberg scripts use `json.dumps` per row of `to_pylist()`, which takes a
@@ -51,7 +52,7 @@ RESULTS = HERE / "results" / "cli_output.json"
 MELTWATER = Path(sys.executable).parent / "meltwater"
 TARGET = 1.25  # meltwater's Parquet output, whole process / raw pyarrow's, at most
 FORMATS = ("parquet", "csv", "jsonl")
-PEERS = ("raw-pyarrow", "meltwater", "pyiceberg", "duckdb")
+PEERS = ("raw-pyarrow", "meltwater", "meltwater-before", "pyiceberg", "duckdb")
 
 
 @dataclass
@@ -141,7 +142,7 @@ def measure(runs: list[Run], repeats: int, directory: Path) -> None:
 
 
 def build_runs(tables, formats: list[str], skip: list[str], slow_json: bool,
-               paths_file: Path) -> list[Run]:
+               paths_file: Path, before: Path | None = None) -> list[Run]:
     location = tables.scan["location"]
     metadata = tables.scan["metadata_location"]
     live, everything = tables.scan["live_rows"], tables.scan["data_rows"]
@@ -153,6 +154,8 @@ def build_runs(tables, formats: list[str], skip: list[str], slow_json: bool,
                                                 str(paths_file)], everything),
             "meltwater": (lambda out, f=fmt: [str(MELTWATER), "scan", location, "--format", f,
                                               "--output", out], live),
+            "meltwater-before": (lambda out, f=fmt: [str(before), "scan", location, "--format",
+                                                     f, "--output", out], live),
             "pyiceberg": (lambda out, f=fmt: [*peer_script, "pyiceberg", f, out, metadata],
                           live),
             "duckdb": (lambda out, f=fmt: [*peer_script, "duckdb", f, out, metadata], live),
@@ -160,6 +163,8 @@ def build_runs(tables, formats: list[str], skip: list[str], slow_json: bool,
         for peer in PEERS:
             if peer in skip or (fmt == "jsonl" and peer in ("raw-pyarrow", "pyiceberg")
                                 and not slow_json):
+                continue
+            if peer == "meltwater-before" and (before is None or fmt == "jsonl"):
                 continue
             command, rows = commands[peer]
             runs.append(Run(peer, fmt, command, rows))
@@ -231,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-json", action="store_true",
                         help="also time raw pyarrow and pyiceberg writing JSON lines with "
                              "json.dumps per row (about a minute a run)")
+    parser.add_argument("--before", type=Path, default=None, metavar="CONSOLE_SCRIPT",
+                        help="also time another checkout's `meltwater` console script (e.g. "
+                             "main's), as meltwater-before, for parquet and csv")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the outputs are written (default: a temporary directory "
                              "under bench/results)")
@@ -248,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         paths_file = directory / "data-files.json"
         paths_file.write_text(json.dumps(peers.live_data_files(
             tables.scan["metadata_location"])))
-        runs = build_runs(tables, args.formats, args.skip, args.slow_json, paths_file)
+        runs = build_runs(tables, args.formats, args.skip, args.slow_json, paths_file,
+                          args.before)
         measure(runs, args.repeats, directory)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
