@@ -12,7 +12,6 @@ and keys from the catalog's configuration.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from http_counter import CountingProxy
+from object_store_fixtures import catalog_env, clean_env
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
@@ -33,22 +33,6 @@ from meltwater.planner.table_source import TableSource, parse_table_source
 ROOT = Path(__file__).resolve().parent.parent
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 NAMESPACE = "catalog_tests"
-
-
-def catalog_env(name: str, properties: dict[str, str]) -> dict[str, str]:
-    """pyiceberg's environment form of a catalog's properties (`s3.access-key-id` ->
-    `PYICEBERG_CATALOG__<NAME>__S3__ACCESS_KEY_ID`)."""
-    return {f"PYICEBERG_CATALOG__{name.upper()}__"
-            + key.upper().replace(".", "__").replace("-", "_"): value
-            for key, value in properties.items()}
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any AWS or pyiceberg setting, plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "PYICEBERG_"))}
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="module")
