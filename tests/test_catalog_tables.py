@@ -218,37 +218,6 @@ def test_a_stream_on_local_cluster_reads_with_the_drivers_catalog_options_only(
     assert +state == _multiset(history.steps[-1].rows)
 
 
-
-@pytest.mark.usefixtures("lake")
-def test_the_rest_catalog_example_passes_serve_check_and_creates_nothing(seaweed, tmp_path):
-    """deploy/examples/rest-catalog.toml against the test server (its addresses, table and
-    paths put in): `serve --check` reaches the catalog, loads the table, checks the mirror,
-    and leaves no checkpoint and no database file behind."""
-    text = (ROOT / "deploy" / "examples" / "rest-catalog.toml").read_text()
-    mirror, checkpoint = tmp_path / "mirror" / "orders.db", tmp_path / "chk" / "orders"
-    (tmp_path / "mirror").mkdir()
-    for old, new in (("http://127.0.0.1:8181", seaweed.catalog_uri),
-                     ("http://127.0.0.1:8333", seaweed.s3_endpoint),
-                     ('"lake.db.orders"', f'"lake.{NAMESPACE}.orders"'),
-                     ("/var/lib/meltwater/checkpoints/orders", str(checkpoint)),
-                     ("sqlite:////var/lib/meltwater/orders.db", f"sqlite:///{mirror}")):
-        assert old in text, old
-        text = text.replace(old, new)
-    config = tmp_path / "rest-catalog.toml"
-    config.write_text(text)
-    properties = seaweed.catalog_properties()
-    env = clean_env(**catalog_env("lake", {k: properties[k] for k in (
-        "credential", "oauth2-server-uri", "s3.access-key-id", "s3.secret-access-key")}))
-    done = run(env, "serve", "--config", str(config), "--check")
-    assert done.returncode == 0, done.stderr
-    assert not mirror.exists() and not checkpoint.parent.exists()
-    assert list((tmp_path / "mirror").iterdir()) == []
-    wrong = clean_env(**catalog_env("lake", {"credential": "nobody:wrong"}))
-    done = run(wrong, "serve", "--config", str(config), "--check")
-    assert done.returncode == 2
-    assert f"pipelines[0].table: table lake.{NAMESPACE}.orders: catalog 'lake'" in done.stderr
-
-
 def test_vended_credentials_are_renewed_by_the_stream_and_reach_its_partitions(
         seaweed_vending):
     """A catalog that vends expiring, table-scoped keys: every load of a stream asks the
