@@ -13,6 +13,7 @@ that need it fail saying why; they never skip.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,22 @@ from seaweed_server import SeaweedServer, SeaweedUnavailableError
 from corpus.loader import Corpus
 
 _names = itertools.count()
+
+
+def catalog_env(name: str, properties: dict[str, str]) -> dict[str, str]:
+    """pyiceberg's environment form of a catalog's properties (`s3.access-key-id` ->
+    `PYICEBERG_CATALOG__<NAME>__S3__ACCESS_KEY_ID`)."""
+    return {f"PYICEBERG_CATALOG__{name.upper()}__"
+            + key.upper().replace(".", "__").replace("-", "_"): value
+            for key, value in properties.items()}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any AWS or pyiceberg setting, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "PYICEBERG_"))}
+    env.update(extra)
+    return env
 
 
 def _running(server: SeaweedServer) -> Iterator[SeaweedServer]:

@@ -12,7 +12,6 @@ and keys from the catalog's configuration.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from http_counter import CountingProxy
+from object_store_fixtures import catalog_env, clean_env
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
@@ -33,22 +33,6 @@ from meltwater.planner.table_source import TableSource, parse_table_source
 ROOT = Path(__file__).resolve().parent.parent
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 NAMESPACE = "catalog_tests"
-
-
-def catalog_env(name: str, properties: dict[str, str]) -> dict[str, str]:
-    """pyiceberg's environment form of a catalog's properties (`s3.access-key-id` ->
-    `PYICEBERG_CATALOG__<NAME>__S3__ACCESS_KEY_ID`)."""
-    return {f"PYICEBERG_CATALOG__{name.upper()}__"
-            + key.upper().replace(".", "__").replace("-", "_"): value
-            for key, value in properties.items()}
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any AWS or pyiceberg setting, plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "PYICEBERG_"))}
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -232,37 +216,6 @@ def test_a_stream_on_local_cluster_reads_with_the_drivers_catalog_options_only(
             state[key] -= 1
     assert all(count >= 0 for count in state.values())  # no DELETE of a row never there
     assert +state == _multiset(history.steps[-1].rows)
-
-
-
-@pytest.mark.usefixtures("lake")
-def test_the_rest_catalog_example_passes_serve_check_and_creates_nothing(seaweed, tmp_path):
-    """deploy/examples/rest-catalog.toml against the test server (its addresses, table and
-    paths put in): `serve --check` reaches the catalog, loads the table, checks the mirror,
-    and leaves no checkpoint and no database file behind."""
-    text = (ROOT / "deploy" / "examples" / "rest-catalog.toml").read_text()
-    mirror, checkpoint = tmp_path / "mirror" / "orders.db", tmp_path / "chk" / "orders"
-    (tmp_path / "mirror").mkdir()
-    for old, new in (("http://127.0.0.1:8181", seaweed.catalog_uri),
-                     ("http://127.0.0.1:8333", seaweed.s3_endpoint),
-                     ('"lake.db.orders"', f'"lake.{NAMESPACE}.orders"'),
-                     ("/var/lib/meltwater/checkpoints/orders", str(checkpoint)),
-                     ("sqlite:////var/lib/meltwater/orders.db", f"sqlite:///{mirror}")):
-        assert old in text, old
-        text = text.replace(old, new)
-    config = tmp_path / "rest-catalog.toml"
-    config.write_text(text)
-    properties = seaweed.catalog_properties()
-    env = clean_env(**catalog_env("lake", {k: properties[k] for k in (
-        "credential", "oauth2-server-uri", "s3.access-key-id", "s3.secret-access-key")}))
-    done = run(env, "serve", "--config", str(config), "--check")
-    assert done.returncode == 0, done.stderr
-    assert not mirror.exists() and not checkpoint.parent.exists()
-    assert list((tmp_path / "mirror").iterdir()) == []
-    wrong = clean_env(**catalog_env("lake", {"credential": "nobody:wrong"}))
-    done = run(wrong, "serve", "--config", str(config), "--check")
-    assert done.returncode == 2
-    assert f"pipelines[0].table: table lake.{NAMESPACE}.orders: catalog 'lake'" in done.stderr
 
 
 def test_vended_credentials_are_renewed_by_the_stream_and_reach_its_partitions(

@@ -28,6 +28,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `root` with its size and modification time."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
 @dataclass
 class Pipeline:
     name: str

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from service_tests.harness import free_port
+from service_tests.harness import free_port, tree
 
 
 def run_serve(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -36,12 +36,6 @@ checkpoint = "{checkpoint}"
 {sink}
 """)
     return path
-
-
-def tree(root: Path) -> dict[str, tuple[int, int]]:
-    """Every path under `root` with its size and modification time."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
 
 
 def test_check_changes_nothing(tmp_path, corpus):
