@@ -60,8 +60,9 @@ class SqliteDatabase:
         if not file.exists():
             folder = file.parent
             if not folder.is_dir():
+                problem = "is not a directory" if folder.exists() else "does not exist"
                 raise SinkUnavailableError(f"cannot create SQLite database {path}: {folder} "
-                                           "is not a directory")
+                                           f"{problem}")
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise SinkUnavailableError(f"cannot create SQLite database {path}: {folder} "
                                            "is not writable")

@@ -2,9 +2,8 @@
 pyiceberg catalogs on it (REST, SQL on SQLite and PostgreSQL, Glue through moto), and the
 AWS_* environment meltwater reads s3:// with.
 
-Not wired into conftest.py yet; a test module imports what it uses:
-
-    from object_store_fixtures import rest_catalog, seaweed  # noqa: F401
+conftest.py loads this module as a plugin (`pytest_plugins`), so every test can ask for
+these fixtures by name.
 
 Like the corpus and PostgreSQL, the servers are mandatory: when one cannot start, the tests
 that need it fail saying why; they never skip.

@@ -206,5 +206,8 @@ def test_a_dry_run_checks_what_opening_checks_and_changes_nothing(tmp_path, pg_d
                dry_run=True)
     Mirror(f"sqlite://{existing}", table="t", source=V2, dry_run=True).close()
     assert existing.read_bytes() == content
-    with pytest.raises(SinkUnavailableError, match="is not a directory"):
+    with pytest.raises(SinkUnavailableError, match="no/dir does not exist"):
         Mirror(f"sqlite://{tmp_path}/no/dir/m.db", table="t", source=V1, dry_run=True)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SinkUnavailableError, match="file is not a directory"):
+        Mirror(f"sqlite://{tmp_path}/file/m.db", table="t", source=V1, dry_run=True)
