@@ -148,10 +148,30 @@ class TableMetadata:
         return self.snapshot(found)
 
     def schema_for(self, snapshot: Snapshot | None) -> Schema:
-        """The schema a snapshot was written with (time travel reads it), else the current."""
-        if snapshot is not None and snapshot.schema_id is not None:
-            return self.schemas.get(snapshot.schema_id, self.schema)
-        return self.schema
+        """The schema a snapshot was written with (time travel reads it), else the current.
+
+        A snapshot whose schema-id names no schema is refused, as Java's
+        `SnapshotUtil.schemaFor` refuses it: falling back to the current schema would read
+        the snapshot's files in columns they were not written with."""
+        if snapshot is None or snapshot.schema_id is None:
+            return self.schema
+        schema = self.schemas.get(snapshot.schema_id)
+        if schema is None:
+            raise CorruptMetadataError(
+                f"table {self.location}: snapshot {snapshot.snapshot_id} was written with "
+                f"schema-id {snapshot.schema_id}, which is not among the table's schemas "
+                f"(ids {', '.join(map(str, sorted(self.schemas)))})")
+        return schema
+
+    def schema_for_ref(self, ref: str | None) -> Schema:
+        """The schema a read of a branch or tag returns, as Java's
+        `SnapshotUtil.schemaFor(table, ref)` chooses it: a branch (main when `ref` is None)
+        is read in the table's current schema, the one its next commit will have, so a
+        column added since the last commit reads as nulls; a tag in its snapshot's schema."""
+        named = self.refs.get(ref) if ref is not None else None
+        if named is None or named.type == "branch":
+            return self.schema
+        return self.schema_for(self.snapshot(named.snapshot_id))
 
     def ancestors(self, snapshot_id: int) -> list[Snapshot]:
         """The snapshot and its ancestors, newest first, as far as history is retained."""

@@ -41,8 +41,13 @@ class TableScan:
 
     @cached_property
     def schema(self) -> Schema:
-        """The table schema at the scanned snapshot (time travel reads the old schema)."""
-        return self.table.metadata.schema_for(self.snapshot)
+        """The schema the scan reads in, as Iceberg Java's Spark reads choose it: a snapshot
+        chosen by id or time in the schema it was written with, a branch (the default: main)
+        in the table's current schema, a tag in its snapshot's (`schema_for_ref`)."""
+        metadata = self.table.metadata
+        if self.snapshot_id is None and self.as_of_ms is None:
+            return metadata.schema_for_ref(self.ref)
+        return metadata.schema_for(self.snapshot)
 
     @cached_property
     def projection(self) -> Schema:
