@@ -38,6 +38,12 @@ class Database(Protocol):
         """Everything inside commits together, or rolls back if an exception escapes."""
         ...
 
+    def setup_transaction(self) -> AbstractContextManager[None]:
+        """A transaction in which one mirror at a time creates tables in this database:
+        mirrors of several pipelines share `meltwater_ledger` and `meltwater_columns`, and
+        two `CREATE TABLE IF NOT EXISTS` of one table at once can fail on PostgreSQL."""
+        ...
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Run one statement; the rows it returns, if any."""
         ...

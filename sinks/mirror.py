@@ -217,7 +217,7 @@ class Mirror:
         """Check the schema maps to SQL, resolve the key, create or record the table."""
         columns = mirror_columns(schema, self._db.dialect)
         self._key_ids = self._keys(schema, columns)
-        with self._db.transaction():
+        with self._db.setup_transaction():
             self._ledger.ensure()
             self._record.ensure()
             existing = self._db.table_columns(self.table)

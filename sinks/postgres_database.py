@@ -31,6 +31,8 @@ COPY_SLICE_ROWS = 65_536
 _CSV = pacsv.WriteOptions(include_header=False, quoting_style="all_valid")
 UPSERT_STAGE = "meltwater_upsert_stage"
 DELETE_STAGE = "meltwater_delete_stage"
+# The advisory lock key mirrors take while creating tables (the bytes of "meltwtr\0").
+SETUP_LOCK = int.from_bytes(b"meltwtr\0", "big")
 
 
 class PostgresDatabase:
@@ -59,6 +61,16 @@ class PostgresDatabase:
     def transaction(self) -> Iterator[None]:
         """Everything inside commits together, or rolls back if an exception escapes."""
         with self._errors(), self._conn.transaction():
+            yield
+
+    @contextmanager
+    def setup_transaction(self) -> Iterator[None]:
+        """`transaction()` holding a transaction-level advisory lock (`SETUP_LOCK`) first:
+        PostgreSQL's `CREATE TABLE IF NOT EXISTS` is not safe against a concurrent one (the
+        second fails on `pg_type`'s unique index), so mirrors opening in one database at
+        once create their tables one after another. The lock ends with the transaction."""
+        with self.transaction():
+            self.execute("SELECT pg_advisory_xact_lock(%s)", [SETUP_LOCK])
             yield
 
     @contextmanager

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,10 @@ class SqliteDatabase:
         except sqlite3.Error as e:
             raise SinkUnavailableError(f"cannot read SQLite database {path}: {e}") from e
         return cls(path, connection=memory)
+
+    def setup_transaction(self) -> AbstractContextManager[None]:
+        """`transaction()`: BEGIN IMMEDIATE already lets one writer at a time in."""
+        return self.transaction()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -41,7 +41,7 @@ from meltwater.stream.engine.change_schema import (
     UPDATE_AFTER,
     UPDATE_BEFORE,
 )
-from meltwater.stream.engine.output import _json_safe, json_default
+from meltwater.stream.engine.json_values import json_default, json_safe
 from meltwater.stream.engine.output_file import output_destination
 from meltwater.stream.engine.updates import data_columns
 from meltwater.stream.errors import ChangeOutputError
@@ -65,7 +65,7 @@ def debezium_events(batches: Iterable[pa.RecordBatch], table_name: str, *,
         names = data_columns(batch)
         for row in batch.to_pylist():
             kind = CANONICAL_NAMES.get(row[CHANGE_TYPE])
-            image = _json_safe({n: row[n] for n in names})
+            image = json_safe({n: row[n] for n in names})
             if pending is not None and kind != UPDATE_AFTER:
                 raise ChangeOutputError("an UPDATE_BEFORE row is not followed by its "
                                         "UPDATE_AFTER row")

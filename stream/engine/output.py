@@ -8,64 +8,23 @@ An output file is written beside its path and renamed into place only when compl
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime as dt
 import functools
 import json
-import math
 import sys
-import uuid
 from collections.abc import Callable, Iterable, Iterator
-from decimal import Decimal
 from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from meltwater.stream.engine.json_values import json_default, json_safe
 from meltwater.stream.engine.output_file import output_destination
 from meltwater.stream.engine.output_pipeline import BackgroundWriter, ordered_map
 from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
 from meltwater.stream.errors import OutputError
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
-
-
-def json_default(value: Any) -> Any:
-    """JSON for the values Arrow hands back: ISO times, exact decimals, base64 bytes."""
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _json_value(value: Any) -> Any:
-    """A value JSON can hold: NaN and the infinities, which JSON has no literal for (bare
-    `NaN`/`Infinity` are rejected by JSON parsers), become the strings "NaN", "Infinity"
-    and "-Infinity" at any depth; Arrow maps (lists of key/value tuples) become objects."""
-    if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (math.inf, -math.inf):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        if value and isinstance(value[0], tuple):
-            return {str(k): _json_value(v) for k, v in value}  # an Arrow map
-        return [_json_value(v) for v in value]
-    return value
-
-
-def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as `_json_value` writes it (see there)."""
-    return {key: _json_value(value) for key, value in row.items()}
 
 
 def _flatten_nested(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -113,7 +72,7 @@ def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[st
 
 
 def _json_lines_slow(batch: pa.RecordBatch) -> bytes:
-    return "".join(json.dumps(_json_safe(row), default=json_default, allow_nan=False) + "\n"
+    return "".join(json.dumps(json_safe(row), default=json_default, allow_nan=False) + "\n"
                    for row in batch.to_pylist()).encode()
 
 

@@ -13,7 +13,7 @@ output, written as is. The text is byte for byte what
 the row-by-row writers gave, and a column whose values this module cannot render exactly
 takes the slow path alone:
 
-- JSON: `json.dumps(row, default=json_default, allow_nan=False)` of `_json_value`'s row
+- JSON: `json.dumps(row, default=json_default, allow_nan=False)` of `json_value`'s row
   (`meltwater.stream.engine.output`), so ", " and ": " separators, ASCII only (non-ASCII
   escaped), floats as Python's `repr`, NaN and the infinities as strings, times as
   `isoformat()`. Integers, booleans, strings, doubles and floats, decimals, dates and
@@ -36,6 +36,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+
+from meltwater.stream.engine.json_values import json_default, json_value
 
 # Python's repr writes a float without an exponent from 1e-4 up to 1e16. There, when Arrow
 # writes it without an exponent too (it switches by digits, not magnitude: 1e+15, and
@@ -101,9 +103,7 @@ def _json_float(column: pa.Array) -> pa.Array:
     magnitude = pc.abs(doubles)
     odd = pc.or_(pc.less(magnitude, _FIXED_LOW), pc.greater_equal(magnitude, _FIXED_HIGH))
     odd = pc.or_(pc.or_(odd, exponent), pc.is_nan(doubles))
-    from meltwater.stream.engine.output import _json_value
-
-    cells = _replace_where(cells, odd, lambda v: json.dumps(_json_value(v), allow_nan=False),
+    cells = _replace_where(cells, odd, lambda v: json.dumps(json_value(v), allow_nan=False),
                            doubles)
     return _fill(cells, column, "null")
 
@@ -143,9 +143,7 @@ def _json_date(column: pa.Array) -> pa.Array | None:
 
 
 def _json_cells_python(column: pa.Array) -> pa.Array:
-    from meltwater.stream.engine.output import _json_value, json_default
-
-    return pa.array([json.dumps(_json_value(v), default=json_default, allow_nan=False)
+    return pa.array([json.dumps(json_value(v), default=json_default, allow_nan=False)
                      for v in column.to_pylist()], pa.string())
 
 

@@ -211,3 +211,36 @@ def test_a_dry_run_checks_what_opening_checks_and_changes_nothing(tmp_path, pg_d
     (tmp_path / "file").write_text("")
     with pytest.raises(SinkUnavailableError, match="file is not a directory"):
         Mirror(f"sqlite://{tmp_path}/file/m.db", table="t", source=V1, dry_run=True)
+
+
+def test_mirrors_opening_at_once_in_one_postgres_database_both_open(pg_database):
+    """Two pipelines' mirrors opening together both create `meltwater_ledger` and
+    `meltwater_columns` if missing; PostgreSQL's CREATE TABLE IF NOT EXISTS fails one of two
+    concurrent creations ("duplicate key value violates unique constraint
+    pg_type_typname_nsp_index"), seen in a service test. Each round starts without the
+    shared tables and opens two mirrors from two threads released together; every open
+    must succeed."""
+    import threading
+
+    import psycopg
+
+    failures: list[BaseException] = []
+    for round_ in range(8):
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS meltwater_ledger, meltwater_columns")
+        start = threading.Barrier(2)
+
+        def open_one(name: str, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                Mirror(pg_database, table=name, source=V1).close()
+            except BaseException as error:  # noqa: BLE001 - collected, asserted below
+                failures.append(error)
+
+        threads = [threading.Thread(target=open_one, args=(f"t{round_}_{side}",))
+                   for side in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []

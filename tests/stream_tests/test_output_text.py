@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from meltwater.stream.engine.output import _json_safe, json_default, write_stream
+from meltwater.stream.engine.json_values import json_default, json_safe
+from meltwater.stream.engine.output import write_stream
 from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
 
 UTC = dt.timezone.utc
@@ -86,7 +87,7 @@ def _rows(n: int = 400, seed: int = 7) -> pa.Table:
 
 
 def _json_reference(batch: pa.RecordBatch) -> bytes:
-    return "".join(json.dumps(_json_safe(row), default=json_default, allow_nan=False) + "\n"
+    return "".join(json.dumps(json_safe(row), default=json_default, allow_nan=False) + "\n"
                    for row in batch.to_pylist()).encode()
 
 
