@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -68,33 +67,19 @@ def row_options(args: argparse.Namespace) -> RowOptions:
         equality_deletes=args.equality_deletes, change_type_names=args.change_type_names)
 
 
-def _limited(reader: pa.RecordBatchReader, limit: int) -> Iterator[pa.RecordBatch]:
-    """The first `limit` rows of a stream; then the stream is closed, unread beyond them."""
-    remaining = limit
-    try:
-        for batch in reader:
-            if remaining <= 0:
-                return
-            if batch.num_rows > remaining:
-                batch = batch.slice(0, remaining)
-            remaining -= batch.num_rows
-            yield batch
-    finally:
-        reader.close()
-
-
 def cmd_changes(args: argparse.Namespace) -> int:
     """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
     from meltwater.cli.progress import Progress, wanted
     from meltwater.stream.engine.change_feed import change_feed
     from meltwater.stream.engine.output import write_stream
+    from meltwater.stream.engine.scan import limited
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
     feed = change_feed(load_table(table_source_of(args)), range_request(args), row_options(args))
     reader = feed.reader()
     if args.limit is not None:
-        reader = pa.RecordBatchReader.from_batches(reader.schema, _limited(reader, args.limit))
+        reader = pa.RecordBatchReader.from_batches(reader.schema, limited(reader, args.limit))
     commits = {c.sequence_number: i for i, c in enumerate(feed.change_range.commits, 1)}
     done = [0]
 

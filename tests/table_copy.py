@@ -14,6 +14,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from meltwater.planner.files import EntryStatus
+from meltwater.planner.manifests import ManifestCache, ManifestReader
+from meltwater.planner.metadata import load_table
+
 
 def _relocated(value: Any, old: str, new: str) -> Any:
     if isinstance(value, str):
@@ -58,3 +62,14 @@ def relocated_copy(location: str, target: Path) -> str:
         path.write_text(path.read_text().replace(old + "/", new + "/")
                         .replace(f'"{old}"', f'"{new}"'))
     return new
+
+
+def added_by_current_snapshot(location: str) -> Path:
+    """The data file the table's current snapshot added (the corpus table adds one)."""
+    table = load_table(location)
+    snapshot = table.metadata.current_snapshot
+    reader = ManifestReader(table.metadata, table.io, ManifestCache())
+    added = [e.file.file_path for m in reader.manifest_list(snapshot) for e in reader.entries(m)
+             if e.status == EntryStatus.ADDED and e.snapshot_id == snapshot.snapshot_id]
+    assert len(added) == 1, added
+    return Path(added[0])

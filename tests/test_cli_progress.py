@@ -22,10 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from table_copy import relocated_copy
+from table_copy import added_by_current_snapshot, relocated_copy
 
-from meltwater.planner.files import EntryStatus
-from meltwater.planner.manifests import ManifestCache, ManifestReader
 from meltwater.planner.metadata import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
@@ -88,16 +86,6 @@ class Terminal:
         return self.process.wait(timeout=timeout), self.seen.replace("\r\n", "\n")
 
 
-def _added_by_current_snapshot(location: str) -> Path:
-    table = load_table(location)
-    snapshot = table.metadata.current_snapshot
-    reader = ManifestReader(table.metadata, table.io, ManifestCache())
-    added = [e.file.file_path for m in reader.manifest_list(snapshot) for e in reader.entries(m)
-             if e.status == EntryStatus.ADDED and e.snapshot_id == snapshot.snapshot_id]
-    assert len(added) == 1, added
-    return Path(added[0])
-
-
 def _feed(fifo: Path, content: bytes) -> None:
     with open(fifo, "wb") as writer:  # blocks until the command opens it to read
         writer.write(content)
@@ -110,7 +98,7 @@ def test_changes_show_commits_files_rows_and_rate_while_they_read(corpus, tmp_pa
     table = relocated_copy(corpus.scenarios["cow_partitioned"].location, tmp_path / "table")
     metadata = load_table(table).metadata
     commits = len(metadata.ancestors(metadata.current_snapshot_id))
-    fifo = _added_by_current_snapshot(table)
+    fifo = added_by_current_snapshot(table)
     content = fifo.read_bytes()
     fifo.unlink()
     os.mkfifo(fifo)

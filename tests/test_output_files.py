@@ -26,26 +26,13 @@ import time
 from pathlib import Path
 
 import pytest
-from table_copy import relocated_copy
+from table_copy import added_by_current_snapshot, relocated_copy
 
-from meltwater.planner.files import EntryStatus
-from meltwater.planner.manifests import ManifestCache, ManifestReader
 from meltwater.planner.metadata import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 OLD_BYTES = b"an earlier output, to be left as it was\n"
 SCENARIO = "cow_partitioned"  # no delete files: a relocated copy reads like the original
-
-
-def added_by_current_snapshot(location: str) -> Path:
-    """The data file the table's current snapshot added (the corpus table adds one)."""
-    table = load_table(location)
-    snapshot = table.metadata.current_snapshot
-    reader = ManifestReader(table.metadata, table.io, ManifestCache())
-    added = [e.file.file_path for m in reader.manifest_list(snapshot) for e in reader.entries(m)
-             if e.status == EntryStatus.ADDED and e.snapshot_id == snapshot.snapshot_id]
-    assert len(added) == 1, added
-    return Path(added[0])
 
 
 @pytest.fixture

@@ -213,11 +213,13 @@ def read_plan(planned: Plan, *, limit: int | None = None, batch_size: int = DEFA
     batches = read_tasks(planned.tasks, s.read_schema, s.projection, s.table.io,
                          batch_size=batch_size, threads=threads)
     if limit is not None:
-        batches = _limited(batches, limit)
+        batches = limited(batches, limit)
     return pa.RecordBatchReader.from_batches(schema, batches)
 
 
-def _limited(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+def limited(batches: Iterable[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """The first `limit` rows of a stream of batches; then the stream is closed (a reader or
+    generator with `close`), unread beyond them."""
     remaining = limit
     try:
         for batch in batches:
