@@ -29,6 +29,11 @@ class MissingIdentifierColumnError(MeltwaterError):
     """Update pairing needs an identifier column that is not among the selected columns."""
 
 
+class ParquetFooterError(OutputError):
+    """A Parquet file meltwater encoded cannot be joined into its output (a footer field
+    the vendored parquet.thrift does not know, a malformed part)."""
+
+
 class OutputFileError(MeltwaterError):
     """The output file cannot be created or put in place (a missing directory, rights)."""
 

@@ -9,19 +9,19 @@ An output file is written beside its path and renamed into place only when compl
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from meltwater.stream.engine.json_values import json_default, json_safe
-from meltwater.stream.engine.output_file import output_destination
+from meltwater.stream.engine.output_file import output_destination, write_back, write_in_pieces
 from meltwater.stream.engine.output_pipeline import BackgroundWriter, ordered_map
 from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
+from meltwater.stream.engine.parquet_parts import EncodedPart, PartEncoder, PartsWriter
 from meltwater.stream.errors import OutputError
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -102,7 +102,7 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
             contextlib.closing(ordered_map(job, enumerate(reader))) as rendered:
         written = False
         for rows, text in rendered:
-            binary.write(text)
+            write_in_pieces(binary, text)
             count += rows
             written = True
         if not written:
@@ -115,7 +115,7 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
 # smaller (one per data file), and a row group per batch cost 40% more to encode: every
 # column chunk starts a new dictionary, and for high-cardinality columns most values go
 # through the dictionary before Parquet gives up on it.
-ROW_GROUP_ROWS = 1024 * 1024
+ROW_GROUP_ROWS = int(os.environ.get("MW_RG", 1024 * 1024))
 ROW_GROUP_BYTES = 128 * 1024 * 1024
 
 
@@ -139,29 +139,50 @@ def row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema, *,
         yield pa.Table.from_batches(pending, schema)
 
 
+def parquet_workers() -> int:
+    """Threads encoding row groups at once: one per core, two at least (so encoding
+    overlaps reading), four at most (each holds a row group and its encoding)."""
+    return max(2, min(4, os.cpu_count() or 2))
+
+
 def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
-    """Row groups of up to `ROW_GROUP_ROWS` rows, encoded on a writer thread while the
-    scan reads on (`meltwater.stream.engine.output_pipeline`); pyarrow's defaults otherwise,
-    as `pq.write_table` has them: Snappy, dictionary encoding, format 2.6."""
+    """Row groups of up to `ROW_GROUP_ROWS` rows, each encoded as a Parquet file of its own
+    on `parquet_workers()` threads while the scan reads on, then copied into one file in
+    order on a writer thread, each written back to disk as it comes
+    (`meltwater.stream.engine.parquet_parts`). pyarrow's defaults, as `pq.write_table`
+    has them (Snappy, format 2.6), except that a column whose dictionary a row group had to
+    abandon is written plain in later ones."""
     if not output:
         raise OutputError("--format parquet needs --output PATH")
+    schema = reader.schema
+    workers = parquet_workers()
+    # Parts alive at once: one per worker, those waiting their turn, the one being written.
+    encoder = PartEncoder(schema, ROW_GROUP_ROWS, spares=workers + 2)
     count = 0
+    groups = row_groups(reader, schema, rows=ROW_GROUP_ROWS)
     with output_destination(output, text=False) as binary, \
-            pq.ParquetWriter(binary, reader.schema) as writer:
-        background: BackgroundWriter[pa.Table] = BackgroundWriter(
-            functools.partial(writer.write_table, row_group_size=ROW_GROUP_ROWS))
+            contextlib.closing(ordered_map(encoder, groups, workers=workers, ahead=0)) as parts:
+        writer = PartsWriter(binary)
+
+        def append(part: EncodedPart) -> None:
+            writer.append(part)
+            write_back(binary)
+            encoder.recycle(part)
+
+        background: BackgroundWriter[EncodedPart] = BackgroundWriter(append)
         try:
-            for group in row_groups(reader, reader.schema):
-                background.put(group)
-                count += group.num_rows
+            for part in parts:
+                background.put(part)
+                count += part.rows
+            if not count:
+                background.put(encoder(schema.empty_table()))
             background.close()
         except BaseException:
-            if not background.abort():
-                # The thread is still inside a write (blocked on a FIFO no one reads):
-                # closing the writer here would race it. It is left unclosed, and alive
-                # while the thread holds it.
-                writer.is_open = False
+            # A write still under way (a FIFO no one reads) keeps its thread; the file is
+            # not finished, so nothing more is written to it.
+            background.abort()
             raise
+        writer.close()
     return count
 
 

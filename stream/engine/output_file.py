@@ -133,6 +133,29 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
     _fsync_directory(target.parent)
 
 
+# Large outputs go to their file this many bytes per write. One write of tens of MiB (a
+# Parquet part, a batch of CSV) took three times the system time of the same bytes in 1 MiB
+# writes here (0.4-0.6 s against 0.15 s for 240 MB: the kernel throttles one call's pages).
+WRITE_SIZE = 1 << 20
+
+
+def write_in_pieces(handle: IO[bytes], data: Any) -> None:
+    """Write `data` (bytes, a memoryview or a pyarrow Buffer) in `WRITE_SIZE` pieces."""
+    view = memoryview(data)
+    for start in range(0, len(view), WRITE_SIZE):
+        handle.write(view[start:start + WRITE_SIZE])
+
+
+def write_back(handle: IO[bytes]) -> None:
+    """Flush what is written so far and wait until it is on disk, if `handle` is a regular
+    file. A long output calls this as it goes (from a writer thread), so the fsync that
+    ends `replacing_file` waits only for the last bytes, not the whole file."""
+    handle.flush()
+    fd = handle.fileno()
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        getattr(os, "fdatasync", os.fsync)(fd)
+
+
 @contextlib.contextmanager
 def output_destination(output: str | os.PathLike[str] | None, *, text: bool) -> Iterator[IO]:
     """Where a command's output goes: stdout when `output` is None or empty (flushed at the
