@@ -17,10 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from meltwater.cli.signals import Terminated, signals_raise
 from meltwater.cli.table_commands import UsageError, add_table_argument, table_source_of
-from meltwater.stream.watch.snapshot_events import SnapshotEvent
+
+if TYPE_CHECKING:  # the watcher (and `meltwater.stream`) load only when `watch` runs
+    from meltwater.stream.watch.snapshot_events import SnapshotEvent
 
 
 def _n(value: int | None) -> int:
