@@ -115,7 +115,7 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
 # smaller (one per data file), and a row group per batch cost 40% more to encode: every
 # column chunk starts a new dictionary, and for high-cardinality columns most values go
 # through the dictionary before Parquet gives up on it.
-ROW_GROUP_ROWS = int(os.environ.get("MW_RG", 1024 * 1024))
+ROW_GROUP_ROWS = 1024 * 1024
 ROW_GROUP_BYTES = 128 * 1024 * 1024
 
 

@@ -49,10 +49,14 @@ _CAPACITY_STEP = 16 << 20
 class EncodedPart:
     """A table written as a whole Parquet file in memory, split at its footer."""
 
-    rows: int
     body: memoryview  # the column chunks: everything between the leading magic and the footer
     footer: Any  # its FileMetaData (parquet.thrift)
     memory: pa.Buffer | None = None  # the buffer it was written into, reusable once written
+
+    @property
+    def rows(self) -> int:
+        """The rows the part holds, as its footer says."""
+        return int(self.footer.num_rows)
 
 
 def part_capacity(table: pa.Table) -> int:
@@ -87,7 +91,7 @@ def encode_part(table: pa.Table, schema: pa.Schema, row_group_size: int, *,
         _write_part(table, schema, row_group_size, dictionary, stream)
         data, kept = stream.getvalue(), None
     body, footer = split_parquet(data)
-    return EncodedPart(table.num_rows, body, footer, kept)
+    return EncodedPart(body, footer, kept)
 
 
 def _write_part(table: pa.Table, schema: pa.Schema, row_group_size: int,
@@ -179,7 +183,7 @@ class PartsWriter:
         for group in part.footer.row_groups or []:
             move_row_group(group, delta, len(self._groups))
             self._groups.append(group)
-        self._rows += part.footer.num_rows
+        self._rows += part.rows
         write_in_pieces(self._out, part.body)
         self._position += len(part.body)
 
