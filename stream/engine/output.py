@@ -117,21 +117,29 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
 # through the dictionary before Parquet gives up on it.
 ROW_GROUP_ROWS = 1024 * 1024
 ROW_GROUP_BYTES = 128 * 1024 * 1024
+# The first row group of a Parquet output is smaller: the parts after it wait for it to be
+# encoded (`PartEncoder.encode`), and it is enough rows for a column of distinct 64-bit
+# values, or of strings, to outgrow pyarrow's 1 MiB dictionary.
+FIRST_ROW_GROUP_ROWS = 256 * 1024
 
 
 def row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema, *,
-               rows: int = ROW_GROUP_ROWS, size: int = ROW_GROUP_BYTES) -> Iterator[pa.Table]:
-    """The batches gathered into tables of `rows` rows (the last one fewer), or fewer rows
-    once they hold `size` bytes. Zero-copy: the tables reference the batches' buffers."""
+               rows: int = ROW_GROUP_ROWS, size: int = ROW_GROUP_BYTES,
+               first_rows: int | None = None) -> Iterator[pa.Table]:
+    """The batches gathered into tables of `rows` rows (the first `first_rows`, if given;
+    the last fewer), or fewer rows once they hold `size` bytes. Zero-copy: the tables
+    reference the batches' buffers."""
     pending: list[pa.RecordBatch] = []
     count = nbytes = 0
+    limit = min(first_rows or rows, rows)
     for batch in batches:
         pending.append(batch)
         count += batch.num_rows
         nbytes += batch.nbytes
-        while count >= rows or (count and nbytes >= size):
+        while count >= limit or (count and nbytes >= size):
             table = pa.Table.from_batches(pending, schema)
-            take = min(count, rows)
+            take = min(count, limit)
+            limit = rows
             yield table.slice(0, take)
             rest = table.slice(take)
             pending, count, nbytes = rest.to_batches(), rest.num_rows, rest.nbytes
@@ -146,12 +154,12 @@ def parquet_workers() -> int:
 
 
 def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
-    """Row groups of up to `ROW_GROUP_ROWS` rows, each encoded as a Parquet file of its own
-    on `parquet_workers()` threads while the scan reads on, then copied into one file in
-    order on a writer thread, each written back to disk as it comes
-    (`meltwater.stream.engine.parquet_parts`). pyarrow's defaults, as `pq.write_table`
-    has them (Snappy, format 2.6), except that a column whose dictionary a row group had to
-    abandon is written plain in later ones."""
+    """Row groups of up to `ROW_GROUP_ROWS` rows (the first `FIRST_ROW_GROUP_ROWS`), each
+    encoded as a Parquet file of its own on `parquet_workers()` threads while the scan
+    reads on, then copied into one file in order on a writer thread, each written back to
+    disk as it comes (`meltwater.stream.engine.parquet_parts`). pyarrow's defaults, as
+    `pq.write_table` has them (Snappy, format 2.6), except that a column whose dictionary
+    the first row group had to abandon is written plain in the others."""
     if not output:
         raise OutputError("--format parquet needs --output PATH")
     schema = reader.schema
@@ -159,9 +167,11 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     # Parts alive at once: one per worker, those waiting their turn, the one being written.
     encoder = PartEncoder(schema, ROW_GROUP_ROWS, spares=workers + 2)
     count = 0
-    groups = row_groups(reader, schema, rows=ROW_GROUP_ROWS)
+    groups = row_groups(reader, schema, rows=ROW_GROUP_ROWS, first_rows=FIRST_ROW_GROUP_ROWS)
     with output_destination(output, text=False) as binary, \
-            contextlib.closing(ordered_map(encoder, groups, workers=workers, ahead=0)) as parts:
+            contextlib.closing(ordered_map(lambda numbered: encoder.encode(*numbered),
+                                           enumerate(groups), workers=workers,
+                                           ahead=0)) as parts:
         writer = PartsWriter(binary)
 
         def append(part: EncodedPart) -> None:
@@ -175,7 +185,7 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
                 background.put(part)
                 count += part.rows
             if not count:
-                background.put(encoder(schema.empty_table()))
+                background.put(encoder.encode(0, schema.empty_table()))
             background.close()
         except BaseException:
             # A write still under way (a FIFO no one reads) keeps its thread; the file is

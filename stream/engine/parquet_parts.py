@@ -17,10 +17,12 @@ One option differs from pyarrow's defaults, and only after the data has shown it
 pyarrow starts every column chunk with a dictionary and, for a column of mostly distinct
 values (ids, amounts, timestamps, free text), hashes values until the dictionary outgrows
 its 1 MiB limit, then writes the rest plain: CPU spent, and a dictionary page written, for
-nothing. `PartEncoder` notes each column whose dictionary a part's writer abandoned and
-encodes it plain in the parts it starts afterwards, as DuckDB decides per column (it
-encodes the bench table's four high-cardinality columns plain). Every column still starts
-with a dictionary in the first parts, and low-cardinality columns keep theirs.
+nothing. So the first part (number 0) is encoded with pyarrow's defaults, and every
+column whose dictionary it abandoned is encoded plain in every later part, as DuckDB
+decides per column (it encodes the bench table's four high-cardinality columns plain).
+Later parts wait for part 0 before they start: the file is the same whatever the threads'
+timing, and the first part can be made small (see `output.row_groups`) so that no part
+waits long. Low-cardinality columns keep their dictionaries.
 """
 
 from __future__ import annotations
@@ -103,8 +105,8 @@ def _write_part(table: pa.Table, schema: pa.Schema, row_group_size: int,
 
 class PartEncoder:
     """Encodes the row groups of one output file (`encode_part`), from any number of
-    threads at once, leaving out of the dictionary the columns whose dictionary an earlier
-    part abandoned (see the module doc).
+    threads at once, leaving out of the dictionary the columns whose dictionary part 0
+    abandoned (see the module doc).
 
     Parts are written into buffers taken back with `recycle` once their bytes are in the
     file. A fresh buffer costs a page fault per 4 KiB as the encoder fills it (26 ms of
@@ -115,17 +117,10 @@ class PartEncoder:
         self._schema = schema
         self._row_group_size = row_group_size
         self._lock = threading.Lock()
-        self._columns: list[str] = []  # every leaf column's path, once a part has rows
-        self._plain: set[str] = set()
+        self._first_done = threading.Event()
+        self._dictionary: bool | list[str] = True
         self._spares: list[pa.Buffer] = []
         self._keep = spares
-
-    def dictionary(self) -> bool | list[str]:
-        """`use_dictionary` for the next part: every column, or all but the plain ones."""
-        with self._lock:
-            if not self._plain:
-                return True
-            return [c for c in self._columns if c not in self._plain]
 
     def _memory(self, capacity: int) -> pa.Buffer | None:
         """A spare buffer of at least `capacity` bytes, if one is kept."""
@@ -145,19 +140,35 @@ class PartEncoder:
             if len(self._spares) > self._keep:
                 self._spares.remove(min(self._spares, key=lambda b: b.size))
 
-    def __call__(self, table: pa.Table) -> EncodedPart:
-        """Encode `table` as the next part, then note the dictionaries it abandoned."""
-        part = encode_part(table, self._schema, self._row_group_size,
-                           dictionary=self.dictionary(),
+    def encode(self, number: int, table: pa.Table) -> EncodedPart:
+        """Encode `table` as part `number` of the file. Part 0 must be encoded (or be
+        under way on another thread) for a later part to start: the later one waits for
+        it, to learn which columns to write plain."""
+        if number:
+            self._first_done.wait()
+            return self._encode(table, self._dictionary)
+        try:
+            part = self._encode(table, True)
+            self._dictionary = _dictionary_kept(part.footer)
+            return part
+        finally:  # a failed part 0 leaves pyarrow's defaults to the others
+            self._first_done.set()
+
+    def _encode(self, table: pa.Table, dictionary: bool | list[str]) -> EncodedPart:
+        return encode_part(table, self._schema, self._row_group_size, dictionary=dictionary,
                            memory=self._memory(part_capacity(table)))
-        for group in part.footer.row_groups or []:
-            paths = [".".join(c.meta_data.path_in_schema) for c in group.columns]
-            abandoned = {p for p, c in zip(paths, group.columns, strict=True)
-                         if dictionary_abandoned(c.meta_data)}
-            with self._lock:
-                self._columns = self._columns or paths
-                self._plain |= abandoned
-        return part
+
+
+def _dictionary_kept(footer: Any) -> bool | list[str]:
+    """`use_dictionary` for the parts after one with this footer: every column, unless its
+    row groups abandoned the dictionary of some; then the others' paths."""
+    paths: list[str] = []
+    abandoned: set[str] = set()
+    for group in footer.row_groups or []:
+        paths = [".".join(c.meta_data.path_in_schema) for c in group.columns]
+        abandoned |= {p for p, c in zip(paths, group.columns, strict=True)
+                      if dictionary_abandoned(c.meta_data)}
+    return [p for p in paths if p not in abandoned] if abandoned else True
 
 
 class PartsWriter:

@@ -1,10 +1,12 @@
 """Row groups encoded apart and put into one file are the file `pq.ParquetWriter` writes
 for the same row groups, byte for byte; `write_stream` writes Parquet that way. A column
-whose dictionary a part abandoned is written plain in later parts, and nothing else is."""
+whose dictionary the first part abandoned is written plain in the later parts, whatever
+order the threads run in, and nothing else is."""
 
 from __future__ import annotations
 
 import io
+import threading
 from decimal import Decimal
 
 import pyarrow as pa
@@ -62,8 +64,8 @@ def _stitched(groups: list[pa.Table], schema: pa.Schema) -> bytes:
     sink = io.BytesIO()
     writer = PartsWriter(sink)
     encoder = PartEncoder(schema, 1 << 20, spares=1)
-    for group in groups or [schema.empty_table()]:
-        part = encoder(group)
+    for number, group in enumerate(groups or [schema.empty_table()]):
+        part = encoder.encode(number, group)
         writer.append(part)
         encoder.recycle(part)
     writer.close()
@@ -127,6 +129,9 @@ def test_row_groups_gather_batches_up_to_rows_and_bytes() -> None:
     assert _same(pa.concat_tables(groups), table)
     by_size = list(row_groups(batches, table.schema, rows=10_000, size=1))
     assert [g.num_rows for g in by_size] == [b.num_rows for b in batches]
+    first_fewer = list(row_groups(batches, table.schema, rows=300, first_rows=100))
+    assert [g.num_rows for g in first_fewer] == [100, 300, 300, 300]
+    assert _same(pa.concat_tables(first_fewer), table)
 
 
 def test_write_stream_parquet(tmp_path) -> None:
@@ -159,11 +164,11 @@ def test_a_part_larger_than_its_arrow_data_is_written_whole(monkeypatch) -> None
 def test_a_recycled_buffer_is_written_again_by_a_later_part() -> None:
     table = _table(3000)
     encoder = PartEncoder(table.schema, 1 << 20, spares=1)
-    first = encoder(table.slice(0, 1500))
+    first = encoder.encode(0, table.slice(0, 1500))
     kept = first.memory
     assert kept is not None and kept.size >= part_capacity(table.slice(0, 1500))
     encoder.recycle(first)
-    second = encoder(table.slice(1500, 1000))  # needs no more room than the first
+    second = encoder.encode(1, table.slice(1500, 1000))  # needs no more room than the first
     assert second.memory is not None and second.memory.address == kept.address
 
 
@@ -189,3 +194,48 @@ def test_a_column_whose_dictionary_was_abandoned_is_written_plain_after() -> Non
     assert pq.read_table(io.BytesIO(joined)).equals(table)
     # pyarrow alone keeps starting every row group with a dictionary.
     assert [g["id"] for g in _dictionary_pages(_sequential(groups, table.schema))] == [True] * 3
+
+
+def _id_then_kind(rows: int, distinct_ids: int) -> pa.Table:
+    return pa.table({"id": pa.array([i % distinct_ids for i in range(rows)], pa.int64()),
+                     "kind": pa.array([f"kind {i % 7}" for i in range(rows)])})
+
+
+def test_only_the_first_part_decides_which_columns_are_plain() -> None:
+    """`id` keeps within the dictionary limit in the first part (1,000 distinct values) and
+    outgrows it in the second: the third still starts `id` with a dictionary, as pyarrow
+    does, because only the first part's outcome counts."""
+    rows = 200_000
+    table = pa.concat_tables([_id_then_kind(rows, 1000), _id_then_kind(2 * rows, 2 * rows)])
+    groups = [table.slice(0, rows), table.slice(rows, rows), table.slice(2 * rows, rows)]
+    joined = _stitched(groups, table.schema)
+    assert [g["id"] for g in _dictionary_pages(joined)] == [True, True, True]
+    assert pq.read_table(io.BytesIO(joined)).equals(table)
+
+
+def test_a_later_part_waits_for_the_first(monkeypatch) -> None:
+    """Part 1 begun before part 0 waits for it, then writes plain what part 0 abandoned."""
+    rows = 200_000
+    table = _id_then_kind(2 * rows, 2 * rows)
+    encoder = PartEncoder(table.schema, 1 << 20)
+    waiting = threading.Event()
+
+    class NotedEvent(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waiting.set()
+            return super().wait(timeout)
+
+    monkeypatch.setattr(encoder, "_first_done", NotedEvent())
+    parts = {}
+    later = threading.Thread(target=lambda: parts.update({1: encoder.encode(1, table.slice(rows))}))
+    later.start()
+    assert waiting.wait(30)  # part 1 is blocked on part 0, which has not begun
+    parts[0] = encoder.encode(0, table.slice(0, rows))
+    later.join(30)
+    sink = io.BytesIO()
+    writer = PartsWriter(sink)
+    writer.append(parts[0])
+    writer.append(parts[1])
+    writer.close()
+    assert [g["id"] for g in _dictionary_pages(sink.getvalue())] == [True, False]
+    assert pq.read_table(io.BytesIO(sink.getvalue())).equals(table)
