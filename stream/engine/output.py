@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 import pyarrow as pa
@@ -21,7 +22,12 @@ from meltwater.stream.engine.json_values import json_default, json_safe
 from meltwater.stream.engine.output_file import output_destination, write_back, write_in_pieces
 from meltwater.stream.engine.output_pipeline import BackgroundWriter, ordered_map
 from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
-from meltwater.stream.engine.parquet_parts import EncodedPart, PartEncoder, PartsWriter
+from meltwater.stream.engine.parquet_parts import (
+    EncodedPart,
+    PartEncoder,
+    PartsWriter,
+    column_runs,
+)
 from meltwater.stream.errors import OutputError
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -155,37 +161,49 @@ def parquet_workers() -> int:
 
 def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     """Row groups of up to `ROW_GROUP_ROWS` rows (the first `FIRST_ROW_GROUP_ROWS`), each
-    encoded as a Parquet file of its own on `parquet_workers()` threads while the scan
-    reads on, then copied into one file in order on a writer thread, each written back to
-    disk as it comes (`meltwater.stream.engine.parquet_parts`). pyarrow's defaults, as
-    `pq.write_table` has them (Snappy, format 2.6), except that a column whose dictionary
-    the first row group had to abandon is written plain in the others."""
+    cut into up to two pieces per worker (runs of columns), each piece encoded as a Parquet
+    file of its own on `parquet_workers()` threads while the scan reads on, then copied
+    into one file in order on a writer thread, each written back to disk as it comes
+    (`meltwater.stream.engine.parquet_parts`). pyarrow's defaults, as `pq.write_table` has
+    them (Snappy, format 2.6), except that a column whose dictionary the first row group
+    had to abandon is written plain in the others."""
     if not output:
         raise OutputError("--format parquet needs --output PATH")
     schema = reader.schema
     workers = parquet_workers()
-    # Parts alive at once: one per worker, those waiting their turn, the one being written.
-    encoder = PartEncoder(schema, ROW_GROUP_ROWS, spares=workers + 2)
-    count = 0
+    pieces = 2 * workers
+    # Pieces alive at once: two row groups' worth (those encoding and waiting their turn),
+    # and the one being written.
+    encoder = PartEncoder(schema, ROW_GROUP_ROWS, spares=pieces + 2)
     groups = row_groups(reader, schema, rows=ROW_GROUP_ROWS, first_rows=FIRST_ROW_GROUP_ROWS)
-    with output_destination(output, text=False) as binary, \
-            contextlib.closing(ordered_map(lambda numbered: encoder.encode(*numbered),
-                                           enumerate(groups), workers=workers,
-                                           ahead=0)) as parts:
-        writer = PartsWriter(binary)
 
-        def append(part: EncodedPart) -> None:
-            writer.append(part)
+    def cut(numbered: Iterable[tuple[int, pa.Table]]) -> Iterator[_Piece]:
+        for number, group in numbered:
+            runs = column_runs(group, pieces)
+            for index, columns in enumerate(runs):
+                yield _Piece(number, columns, group.select(list(columns)),
+                             last=index == len(runs) - 1)
+
+    def encode(piece: _Piece) -> tuple[EncodedPart, bool]:
+        return encoder.encode(piece.number, piece.columns, piece.table), piece.last
+
+    count = 0
+    with output_destination(output, text=False) as binary, \
+            contextlib.closing(ordered_map(encode, cut(enumerate(groups)), workers=workers,
+                                           ahead=2 * pieces - workers)) as encoded:
+        writer = PartsWriter(binary, schema)
+
+        def append(item: tuple[EncodedPart, bool]) -> None:
+            part, last = item
+            writer.append(part, ends_row_group=last)
             write_back(binary)
             encoder.recycle(part)
 
-        background: BackgroundWriter[EncodedPart] = BackgroundWriter(append)
+        background: BackgroundWriter[tuple[EncodedPart, bool]] = BackgroundWriter(append)
         try:
-            for part in parts:
-                background.put(part)
-                count += part.rows
-            if not count:
-                background.put(encoder.encode(0, schema.empty_table()))
+            for part, last in encoded:
+                background.put((part, last))
+                count += part.rows if last else 0
             background.close()
         except BaseException:
             # A write still under way (a FIFO no one reads) keeps its thread; the file is
@@ -194,6 +212,16 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
             raise
         writer.close()
     return count
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Some neighbouring columns of one row group, to be encoded on their own."""
+
+    number: int  # the row group's
+    columns: range  # top-level column indices
+    table: pa.Table
+    last: bool  # the row group's last piece
 
 
 def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = None) -> int:

@@ -120,6 +120,21 @@ def _shift(struct_: Any, names: tuple[str, ...], delta: int) -> None:
             setattr(struct_, name, value + delta)
 
 
+def join_row_groups(groups: list[Any]) -> Any:
+    """One `RowGroup` from row groups that hold different columns of the same rows, in
+    order: what one writer writes for those columns side by side (its byte counts are the
+    sums of theirs, its first byte that of the first)."""
+    joined = groups[0]
+    if any(g.num_rows != joined.num_rows for g in groups):
+        raise ParquetFooterError("the parts of one row group differ in rows")
+    if len(groups) > 1:
+        joined.columns = [chunk for group in groups for chunk in group.columns]
+        joined.total_byte_size = sum(g.total_byte_size for g in groups)
+        if joined.total_compressed_size is not None:
+            joined.total_compressed_size = sum(g.total_compressed_size or 0 for g in groups)
+    return joined
+
+
 def move_row_group(group: Any, delta: int, ordinal: int) -> None:
     """Move a `RowGroup` whose column chunks were `delta` bytes earlier in the file they
     were written to: every offset it holds, and its ordinal if it has one."""

@@ -5,24 +5,28 @@ and one writer cannot be shared: however many cores there are, a file is encoded
 `meltwater scan --format parquet` waited on that one core for most of its run, while the
 reading had finished.
 
-So each row group is written as a Parquet file of its own, in memory, on a worker thread
-(`PartEncoder`), and `PartsWriter` puts the parts into the output in order: each part's
-column chunks are copied as pyarrow wrote them, and one footer at the end lists every
-part's row groups, their offsets moved by where their bytes landed
-(`meltwater.stream.engine.parquet_footer`). For the same row groups and options, that is
-byte for byte the file one `ParquetWriter` writes; tests/stream_tests/test_parquet_parts.py
-holds it to that.
+So each row group is cut into pieces, runs of neighbouring columns (`column_runs`), and
+each piece is written as a Parquet file of its own, in memory, on a worker thread
+(`PartEncoder`); `PartsWriter` puts the pieces into the output in order: their column
+chunks copied as pyarrow wrote them, the pieces of one row group joined into one row group,
+and one footer at the end lists every row group, its offsets moved by where its bytes
+landed (`meltwater.stream.engine.parquet_footer`). pyarrow encodes every column chunk on
+its own, so for the same row groups and options that is byte for byte the file one
+`ParquetWriter` writes; tests/stream_tests/test_parquet_parts.py holds it to that. Cutting
+row groups into columns keeps every core busy to the end: the last row group, which starts
+when the reading ends, is encoded on all of them rather than on one.
 
 One option differs from pyarrow's defaults, and only after the data has shown it should.
 pyarrow starts every column chunk with a dictionary and, for a column of mostly distinct
 values (ids, amounts, timestamps, free text), hashes values until the dictionary outgrows
 its 1 MiB limit, then writes the rest plain: CPU spent, and a dictionary page written, for
-nothing. So the first part (number 0) is encoded with pyarrow's defaults, and every
-column whose dictionary it abandoned is encoded plain in every later part, as DuckDB
+nothing. So the first row group (number 0) is encoded with pyarrow's defaults, and every
+column whose dictionary it abandoned is encoded plain in every later row group, as DuckDB
 decides per column (it encodes the bench table's four high-cardinality columns plain).
-Later parts wait for part 0 before they start: the file is the same whatever the threads'
-timing, and the first part can be made small (see `output.row_groups`) so that no part
-waits long. Low-cardinality columns keep their dictionaries.
+Later pieces wait for the first row group's pieces of the same columns: the file is the
+same whatever the threads' timing, and the first row group can be made small (see
+`output.row_groups`) so that no piece waits long. Low-cardinality columns keep their
+dictionaries.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from meltwater.stream.engine.parquet_footer import (
     MAGIC,
     dictionary_abandoned,
     footer_bytes,
+    join_row_groups,
     move_row_group,
     split_parquet,
 )
@@ -103,22 +108,42 @@ def _write_part(table: pa.Table, schema: pa.Schema, row_group_size: int,
             writer.write_table(table, row_group_size=row_group_size)
 
 
-class PartEncoder:
-    """Encodes the row groups of one output file (`encode_part`), from any number of
-    threads at once, leaving out of the dictionary the columns whose dictionary part 0
-    abandoned (see the module doc).
+def column_runs(table: pa.Table, pieces: int) -> list[range]:
+    """A table's top-level columns cut into runs of neighbours, each run closed once it
+    holds 1/`pieces` of the table's Arrow bytes (so there are at most `pieces`; one column
+    larger than that is a run of its own): the pieces of a row group encoded apart."""
+    if table.num_columns == 0:
+        return [range(0)]
+    share = table.nbytes / max(1, pieces)
+    runs: list[range] = []
+    start, held = 0, 0
+    for index, column in enumerate(table.columns):
+        held += column.nbytes
+        if held >= share:
+            runs.append(range(start, index + 1))
+            start, held = index + 1, 0
+    if start < table.num_columns:
+        runs.append(range(start, table.num_columns))
+    return runs
 
-    Parts are written into buffers taken back with `recycle` once their bytes are in the
+
+class PartEncoder:
+    """Encodes the pieces of the row groups of one output file (`encode_part`), from any
+    number of threads at once, leaving out of the dictionary the columns whose dictionary
+    the first row group abandoned (see the module doc).
+
+    Pieces are written into buffers taken back with `recycle` once their bytes are in the
     file. A fresh buffer costs a page fault per 4 KiB as the encoder fills it (26 ms of
-    system time for a 50 MB part, against 190 ms to encode it), and Arrow's jemalloc hands
-    large freed buffers back to the kernel rather than keep them."""
+    system time for 50 MB, against 190 ms to encode it)."""
 
     def __init__(self, schema: pa.Schema, row_group_size: int, *, spares: int = 4) -> None:
         self._schema = schema
         self._row_group_size = row_group_size
         self._lock = threading.Lock()
-        self._first_done = threading.Event()
-        self._dictionary: bool | list[str] = True
+        # Per top-level column: set once row group 0's piece holding it is encoded, when
+        # `_leaves` has its leaf paths, each with whether its dictionary was abandoned.
+        self._decided = [threading.Event() for _ in schema]
+        self._leaves: dict[int, list[tuple[str, bool]]] = {}
         self._spares: list[pa.Buffer] = []
         self._keep = spares
 
@@ -140,68 +165,121 @@ class PartEncoder:
             if len(self._spares) > self._keep:
                 self._spares.remove(min(self._spares, key=lambda b: b.size))
 
-    def encode(self, number: int, table: pa.Table) -> EncodedPart:
-        """Encode `table` as part `number` of the file. Part 0 must be encoded (or be
-        under way on another thread) for a later part to start: the later one waits for
-        it, to learn which columns to write plain."""
+    def encode(self, number: int, columns: range, table: pa.Table) -> EncodedPart:
+        """Encode `table`, the `columns` (top-level indices) of row group `number`, as a
+        Parquet file of its own. Row group 0's pieces must be encoded (or be under way on
+        other threads) for a later piece to start: it waits for those holding its columns,
+        to learn which to write plain."""
+        schema = pa.schema([self._schema.field(i) for i in columns])
         if number:
-            self._first_done.wait()
-            return self._encode(table, self._dictionary)
+            for index in columns:
+                self._decided[index].wait()
+            return self._encode(table, schema, self._dictionary(columns))
         try:
-            part = self._encode(table, True)
-            self._dictionary = _dictionary_kept(part.footer)
+            part = self._encode(table, schema, True)
+            self._note_abandoned(columns, part.footer)
             return part
-        finally:  # a failed part 0 leaves pyarrow's defaults to the others
-            self._first_done.set()
+        finally:  # a failed piece leaves pyarrow's defaults to the others
+            for index in columns:
+                self._decided[index].set()
 
-    def _encode(self, table: pa.Table, dictionary: bool | list[str]) -> EncodedPart:
-        return encode_part(table, self._schema, self._row_group_size, dictionary=dictionary,
+    def _encode(self, table: pa.Table, schema: pa.Schema,
+                dictionary: bool | list[str]) -> EncodedPart:
+        return encode_part(table, schema, self._row_group_size, dictionary=dictionary,
                            memory=self._memory(part_capacity(table)))
 
+    def _note_abandoned(self, columns: range, footer: Any) -> None:
+        names = {self._schema.field(i).name: i for i in columns}
+        leaves: dict[int, list[tuple[str, bool]]] = {}
+        for group in (footer.row_groups or [])[:1]:
+            for chunk in group.columns:
+                path = chunk.meta_data.path_in_schema
+                leaves.setdefault(names[path[0]], []).append(
+                    (".".join(path), dictionary_abandoned(chunk.meta_data)))
+        with self._lock:
+            self._leaves.update(leaves)
 
-def _dictionary_kept(footer: Any) -> bool | list[str]:
-    """`use_dictionary` for the parts after one with this footer: every column, unless its
-    row groups abandoned the dictionary of some; then the others' paths."""
-    paths: list[str] = []
-    abandoned: set[str] = set()
-    for group in footer.row_groups or []:
-        paths = [".".join(c.meta_data.path_in_schema) for c in group.columns]
-        abandoned |= {p for p, c in zip(paths, group.columns, strict=True)
-                      if dictionary_abandoned(c.meta_data)}
-    return [p for p in paths if p not in abandoned] if abandoned else True
+    def _dictionary(self, columns: range) -> bool | list[str]:
+        """`use_dictionary` for a later piece of these columns: all of them, unless row
+        group 0 abandoned the dictionary of some; then the others' paths."""
+        with self._lock:
+            leaves = [leaf for index in columns for leaf in self._leaves.get(index, [])]
+        if not any(abandoned for _, abandoned in leaves):
+            return True
+        return [path for path, abandoned in leaves if not abandoned]
 
 
 class PartsWriter:
-    """Writes the parts `append`ed, in order, as one Parquet file to `out` (see the module
-    doc); `close` writes the footer. An empty table's part makes the file if none came."""
+    """Writes the parts `append`ed, in order, as one Parquet file of `schema` to `out`
+    (see the module doc); `close` writes the footer, and makes a file of no rows if no part
+    came."""
 
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: IO[bytes], schema: pa.Schema) -> None:
         self._out = out
         self._position = 0
-        self._footer: Any = None
+        # The footer one writer gives this schema (its schema, metadata and column orders),
+        # to which the row groups are added.
+        self._footer = encode_part(schema.empty_table(), schema, 1).footer
+        self._leaves = _leaf_paths(self._footer.schema)
         self._groups: list[Any] = []
-        self._rows = 0
+        self._open: list[list[Any]] = []  # the row groups of the pieces of an unended one
 
-    def append(self, part: EncodedPart) -> None:
-        """Copy a part's column chunks to the output and keep its row groups' metadata."""
-        if self._footer is None:
+    def append(self, part: EncodedPart, *, ends_row_group: bool = True) -> None:
+        """Copy a part's column chunks to the output. A part holds the next columns of a
+        row group (all of them, or the first of the pieces it was cut into); with
+        `ends_row_group` false, the next parts' columns join its row group."""
+        if not self._position:
             self._out.write(MAGIC)
             self._position = len(MAGIC)
-            self._footer = part.footer
-        elif part.footer.schema != self._footer.schema:
-            raise ParquetFooterError("the parts of one Parquet file differ in schema")
         delta = self._position - len(MAGIC)  # where the body lands, less where it was
-        for group in part.footer.row_groups or []:
-            move_row_group(group, delta, len(self._groups))
-            self._groups.append(group)
-        self._rows += part.rows
+        groups = part.footer.row_groups or []
+        for offset, group in enumerate(groups):
+            move_row_group(group, delta, len(self._groups) + offset)
+        self._open.append(groups)
         write_in_pieces(self._out, part.body)
         self._position += len(part.body)
+        if ends_row_group:
+            self._end_row_groups()
+
+    def _end_row_groups(self) -> None:
+        pieces, self._open = self._open, []
+        if len({len(groups) for groups in pieces}) > 1:
+            raise ParquetFooterError("the parts of one row group differ in row groups")
+        for side_by_side in zip(*pieces, strict=True):
+            group = join_row_groups(list(side_by_side))
+            if [tuple(c.meta_data.path_in_schema) for c in group.columns] != self._leaves:
+                raise ParquetFooterError("the parts of a row group do not hold the file's "
+                                         "columns in order")
+            self._groups.append(group)
 
     def close(self) -> None:
-        """Write the footer: the first part's, with every part's row groups and rows."""
-        if self._footer is None:
-            raise ParquetFooterError("no part was appended")
-        self._footer.num_rows = self._rows
+        """Write the footer, listing every row group and their rows."""
+        if self._open:
+            raise ParquetFooterError("the last row group was not ended")
+        if not self._position:
+            self._out.write(MAGIC)
+        self._footer.num_rows = sum(g.num_rows for g in self._groups)
         self._footer.row_groups = self._groups
         self._out.write(footer_bytes(self._footer))
+
+
+def _leaf_paths(elements: list[Any]) -> list[tuple[str, ...]]:
+    """The paths of the leaf columns of a footer's schema (its `SchemaElement`s, depth
+    first, each group followed by its `num_children` children), in the file's order."""
+    paths: list[tuple[str, ...]] = []
+
+    def walk(index: int, parent: tuple[str, ...]) -> int:
+        element = elements[index]
+        path = (*parent, element.name)
+        if not element.num_children:
+            paths.append(path)
+            return index + 1
+        index += 1
+        for _ in range(element.num_children):
+            index = walk(index, path)
+        return index
+
+    index = 1
+    for _ in range(elements[0].num_children or 0):
+        index = walk(index, ())
+    return paths

@@ -1,7 +1,7 @@
-"""Row groups encoded apart and put into one file are the file `pq.ParquetWriter` writes
-for the same row groups, byte for byte; `write_stream` writes Parquet that way. A column
-whose dictionary the first part abandoned is written plain in the later parts, whatever
-order the threads run in, and nothing else is."""
+"""Row groups encoded apart, whole or cut into runs of columns, and put into one file are
+the file `pq.ParquetWriter` writes for the same row groups, byte for byte; `write_stream`
+writes Parquet that way. A column whose dictionary the first row group abandoned is
+written plain in the later ones, whatever order the threads run in, and nothing else is."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from meltwater.stream.engine.parquet_footer import MAGIC, split_parquet
 from meltwater.stream.engine.parquet_parts import (
     PartEncoder,
     PartsWriter,
+    column_runs,
     encode_part,
     part_capacity,
 )
@@ -59,30 +60,45 @@ def _sequential(groups: list[pa.Table], schema: pa.Schema) -> bytes:
     return sink.getvalue()
 
 
-def _stitched(groups: list[pa.Table], schema: pa.Schema) -> bytes:
-    """Parts from one `PartEncoder`, each buffer taken back once written, as the CLI does."""
+def _stitched(groups: list[pa.Table], schema: pa.Schema, pieces: int = 1) -> bytes:
+    """Row groups cut into `pieces` runs of columns (`column_runs`), encoded by one
+    `PartEncoder`, each buffer taken back once written, as the CLI does."""
     sink = io.BytesIO()
-    writer = PartsWriter(sink)
+    writer = PartsWriter(sink, schema)
     encoder = PartEncoder(schema, 1 << 20, spares=1)
-    for number, group in enumerate(groups or [schema.empty_table()]):
-        part = encoder.encode(number, group)
-        writer.append(part)
-        encoder.recycle(part)
+    for number, group in enumerate(groups):
+        runs = column_runs(group, pieces)
+        for index, columns in enumerate(runs):
+            part = encoder.encode(number, columns, group.select(list(columns)))
+            writer.append(part, ends_row_group=index == len(runs) - 1)
+            encoder.recycle(part)
     writer.close()
     return sink.getvalue()
 
 
+@pytest.mark.parametrize("pieces", [1, 3, 100])
 @pytest.mark.parametrize("sizes", [[5000], [3000, 1, 4999, 20], []])
-def test_parts_make_the_file_the_parquet_writer_makes(sizes) -> None:
+def test_parts_make_the_file_the_parquet_writer_makes(sizes, pieces) -> None:
     table = _table(sum(sizes))
     groups, start = [], 0
     for size in sizes:
         groups.append(table.slice(start, size))
         start += size
-    stitched = _stitched(groups, table.schema)
+    stitched = _stitched(groups, table.schema, pieces)
     assert stitched == _sequential(groups, table.schema)
     assert _same(pq.read_table(io.BytesIO(stitched)), table)
     assert pq.ParquetFile(io.BytesIO(stitched)).metadata.num_row_groups == len(sizes)
+
+
+def test_column_runs_hold_a_share_of_the_bytes_each() -> None:
+    table = pa.table({"small": pa.array([1] * 100, pa.int8()),
+                      "big": pa.array(range(100), pa.int64()),
+                      "tiny": pa.array([1] * 100, pa.int8()),
+                      "wide": pa.array(["x" * 8] * 100)})
+    assert column_runs(table, 1) == [range(0, 4)]
+    assert column_runs(table, 3) == [range(0, 2), range(2, 4)]
+    assert column_runs(table, 100) == [range(i, i + 1) for i in range(4)]
+    assert column_runs(pa.table({}), 4) == [range(0)]
 
 
 def _whole(table: pa.Table) -> bytes:
@@ -155,7 +171,7 @@ def test_a_part_larger_than_its_arrow_data_is_written_whole(monkeypatch) -> None
     part = encode_part(table, table.schema, 1 << 20)
     assert part.memory is None  # a growing stream's: not kept for another part
     sink = io.BytesIO()
-    writer = PartsWriter(sink)
+    writer = PartsWriter(sink, table.schema)
     writer.append(part)
     writer.close()
     assert _same(pq.read_table(io.BytesIO(sink.getvalue())), table)
@@ -164,11 +180,12 @@ def test_a_part_larger_than_its_arrow_data_is_written_whole(monkeypatch) -> None
 def test_a_recycled_buffer_is_written_again_by_a_later_part() -> None:
     table = _table(3000)
     encoder = PartEncoder(table.schema, 1 << 20, spares=1)
-    first = encoder.encode(0, table.slice(0, 1500))
+    every = range(table.num_columns)
+    first = encoder.encode(0, every, table.slice(0, 1500))
     kept = first.memory
     assert kept is not None and kept.size >= part_capacity(table.slice(0, 1500))
     encoder.recycle(first)
-    second = encoder.encode(1, table.slice(1500, 1000))  # needs no more room than the first
+    second = encoder.encode(1, every, table.slice(1500, 1000))  # no more room than the first
     assert second.memory is not None and second.memory.address == kept.address
 
 
@@ -213,8 +230,9 @@ def test_only_the_first_part_decides_which_columns_are_plain() -> None:
     assert pq.read_table(io.BytesIO(joined)).equals(table)
 
 
-def test_a_later_part_waits_for_the_first(monkeypatch) -> None:
-    """Part 1 begun before part 0 waits for it, then writes plain what part 0 abandoned."""
+def test_a_later_piece_waits_for_the_first_row_groups() -> None:
+    """Row group 1's piece of `id` begun before row group 0's waits for it, then writes
+    plain what row group 0 abandoned; its piece of `kind` waits for nothing more."""
     rows = 200_000
     table = _id_then_kind(2 * rows, 2 * rows)
     encoder = PartEncoder(table.schema, 1 << 20)
@@ -225,17 +243,35 @@ def test_a_later_part_waits_for_the_first(monkeypatch) -> None:
             waiting.set()
             return super().wait(timeout)
 
-    monkeypatch.setattr(encoder, "_first_done", NotedEvent())
+    encoder._decided[0] = NotedEvent()
+    ids, kinds = range(0, 1), range(1, 2)
+    later = table.slice(rows)
     parts = {}
-    later = threading.Thread(target=lambda: parts.update({1: encoder.encode(1, table.slice(rows))}))
-    later.start()
-    assert waiting.wait(30)  # part 1 is blocked on part 0, which has not begun
-    parts[0] = encoder.encode(0, table.slice(0, rows))
-    later.join(30)
+    thread = threading.Thread(target=lambda: parts.update(
+        {(1, 0): encoder.encode(1, ids, later.select([0]))}))
+    thread.start()
+    assert waiting.wait(30)  # blocked on row group 0's `id`, which has not begun
+    parts[0, 0] = encoder.encode(0, ids, table.slice(0, rows).select([0]))
+    parts[0, 1] = encoder.encode(0, kinds, table.slice(0, rows).select([1]))
+    thread.join(30)
+    parts[1, 1] = encoder.encode(1, kinds, later.select([1]))
     sink = io.BytesIO()
-    writer = PartsWriter(sink)
-    writer.append(parts[0])
-    writer.append(parts[1])
+    writer = PartsWriter(sink, table.schema)
+    for key in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+        writer.append(parts[key], ends_row_group=key[1] == 1)
     writer.close()
-    assert [g["id"] for g in _dictionary_pages(sink.getvalue())] == [True, False]
+    assert _dictionary_pages(sink.getvalue()) == [{"id": True, "kind": True},
+                                                  {"id": False, "kind": True}]
     assert pq.read_table(io.BytesIO(sink.getvalue())).equals(table)
+
+
+def test_pieces_that_do_not_make_the_file_columns_are_refused() -> None:
+    table = _table(10)
+    sink = io.BytesIO()
+    writer = PartsWriter(sink, table.schema)
+    with pytest.raises(ParquetFooterError, match="do not hold the file's columns in order"):
+        writer.append(encode_part(table.select([0, 1]), table.select([0, 1]).schema, 100))
+    swapped = table.select([1, 0, *range(2, table.num_columns)])
+    with pytest.raises(ParquetFooterError, match="do not hold the file's columns in order"):
+        PartsWriter(io.BytesIO(), table.schema).append(
+            encode_part(swapped, swapped.schema, 100))
