@@ -154,8 +154,8 @@ def row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema, *,
 
 
 def parquet_workers() -> int:
-    """Threads encoding row groups at once: one per core, two at least (so encoding
-    overlaps reading), four at most (each holds a row group and its encoding)."""
+    """Threads encoding row groups' pieces at once: one per core, two at least (so
+    encoding overlaps reading), four at most (each holds a piece and its encoding)."""
     return max(2, min(4, os.cpu_count() or 2))
 
 
@@ -177,8 +177,8 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     encoder = PartEncoder(schema, ROW_GROUP_ROWS, spares=pieces + 2)
     groups = row_groups(reader, schema, rows=ROW_GROUP_ROWS, first_rows=FIRST_ROW_GROUP_ROWS)
 
-    def cut(numbered: Iterable[tuple[int, pa.Table]]) -> Iterator[_Piece]:
-        for number, group in numbered:
+    def cut(tables: Iterable[pa.Table]) -> Iterator[_Piece]:
+        for number, group in enumerate(tables):
             runs = column_runs(group, pieces)
             for index, columns in enumerate(runs):
                 yield _Piece(number, columns, group.select(list(columns)),
@@ -189,7 +189,7 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
 
     count = 0
     with output_destination(output, text=False) as binary, \
-            contextlib.closing(ordered_map(encode, cut(enumerate(groups)), workers=workers,
+            contextlib.closing(ordered_map(encode, cut(groups), workers=workers,
                                            ahead=2 * pieces - workers)) as encoded:
         writer = PartsWriter(binary, schema)
 
