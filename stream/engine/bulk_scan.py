@@ -31,8 +31,13 @@ What makes it exact, and what sends a task back to `read_task`:
   which also names the file in its errors. If the Arrow scan fails midway, the tasks not yet
   started are handed to `read_task`, so a broken file still raises its typed one-line error.
 
-Memory stays bounded by the scanner's readahead (`fragment_readahead` files,
-`batch_readahead` batches each); nothing is materialized.
+Memory stays bounded whatever the consumer's pace. Arrow's scanner does not bound it by
+itself: `fragment_readahead` and `batch_readahead` say how many files it decodes at once,
+not how many decoded batches it holds, and behind a slower consumer (a Parquet encoder, a
+slow pipe) it decoded the whole 5M-row bench table, 225 MB, ahead of it. So a group is
+scanned in windows of consecutive pieces of about `WINDOW_BYTES` of Parquet each, every
+window a scan of its own, and the next window's scan is opened only when the consumer
+takes the first batch of the one before: at most two windows are decoded ahead.
 """
 
 from __future__ import annotations
@@ -56,8 +61,12 @@ from meltwater.stream.engine.projection import FileProjection
 from meltwater.stream.engine.reader import read_task, residual_filter, residual_types
 from meltwater.stream.errors import UnreadableFileError
 
-FRAGMENT_READAHEAD = 8  # files Arrow opens and decodes ahead of the consumer
-BATCH_READAHEAD = 4  # batches per file read ahead: at most 8 x 4 batches in flight
+FRAGMENT_READAHEAD = 8  # files an Arrow scan opens and decodes at once
+BATCH_READAHEAD = 4  # batches per file an Arrow scan reads ahead
+# Parquet bytes per Arrow scan of a group (see the module doc): at most two windows are
+# decoded ahead of the consumer, each about twice its Parquet size in Arrow memory. Large
+# enough that a window keeps Arrow's threads busy while the consumer takes the one before.
+WINDOW_BYTES = 16 << 20
 
 
 @dataclass
@@ -68,6 +77,7 @@ class _Piece:
     fragment: Any  # pyarrow.dataset.ParquetFileFragment
     key: tuple[str, int]  # (path as the scan reports it, first row group id)
     first: int  # file position of the fragment's first row
+    size: int  # Parquet bytes it reads, about: its task's, shared among its pieces
 
 
 @dataclass
@@ -214,10 +224,12 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
         index = len(group.tasks)
         group.tasks.append(task)
         group.plans.append(plan)
+        size = max(1, (data_file.file_size_in_bytes if task.length is None else task.length)
+                   // len(pieces))
         for (first, row_groups), key in zip(pieces, keys, strict=True):
             fragment = whole if row_groups is None else file_format.make_fragment(
                 path, filesystem, row_groups=row_groups)
-            group.pieces.append(_Piece(index, fragment, key, first))
+            group.pieces.append(_Piece(index, fragment, key, first, size))
     return list(groups.values()), rest
 
 
@@ -265,16 +277,51 @@ def read_chunk(tasks: Sequence[FileScanTask], read_schema: Schema, io: FileIO,
 
 
 def _open_scan(group: BulkGroup, batch_size: int) -> Iterator[Any]:
-    """The group's Arrow scan, tagged batches in dataset order. Arrow reads ahead from the
-    moment it is opened."""
+    """The group's Arrow scan, tagged batches in dataset order, window after window (see
+    the module doc). The first window's scan is opened here, so Arrow starts decoding at
+    once; each later one when the consumer takes the first batch of the window before."""
+    windows = scan_windows(group.pieces, WINDOW_BYTES)
+    return _windowed(group, windows, _window_scan(group, windows[0], batch_size), batch_size)
+
+
+def scan_windows(pieces: Sequence[_Piece], size: int) -> list[list[_Piece]]:
+    """Consecutive pieces in runs of about `size` bytes: each run closed once it holds
+    `size` or more, so a piece larger than that is a window of its own; at least one."""
+    windows: list[list[_Piece]] = [[]]
+    held = 0
+    for piece in pieces:
+        if windows[-1] and held >= size:
+            windows.append([])
+            held = 0
+        windows[-1].append(piece)
+        held += piece.size
+    return windows
+
+
+def _window_scan(group: BulkGroup, pieces: list[_Piece], batch_size: int) -> Iterator[Any]:
     import pyarrow.dataset as ds
 
-    dataset = ds.FileSystemDataset([p.fragment for p in group.pieces], group.schema,
+    dataset = ds.FileSystemDataset([p.fragment for p in pieces], group.schema,
                                    ds.ParquetFileFormat(), group.filesystem)
     scanner = dataset.scanner(columns=group.schema.names, batch_size=batch_size,
                               use_threads=True, fragment_readahead=FRAGMENT_READAHEAD,
                               batch_readahead=BATCH_READAHEAD)
     return scanner.scan_batches()
+
+
+def _windowed(group: BulkGroup, windows: list[list[_Piece]], scan: Iterator[Any],
+              batch_size: int) -> Iterator[Any]:
+    """The windows' scans one after the other, the first already open as `scan`."""
+    for number in range(len(windows)):
+        following = None
+        last = number + 1 == len(windows)
+        for tagged in scan:
+            if following is None and not last:
+                following = _window_scan(group, windows[number + 1], batch_size)
+            yield tagged
+        if last:
+            return
+        scan = following or _window_scan(group, windows[number + 1], batch_size)
 
 
 def read_group(group: BulkGroup, read_schema: Schema, io: FileIO, deletes: DeleteLoader, *,

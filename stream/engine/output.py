@@ -191,11 +191,19 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     with output_destination(output, text=False) as binary, \
             contextlib.closing(ordered_map(encode, cut(groups), workers=workers,
                                            ahead=2 * pieces - workers)) as encoded:
-        writer = PartsWriter(binary, schema)
+        # Made by the writer thread when the first part comes: making one loads the Thrift
+        # definition (thriftpy2 and parquet.thrift, about 60 ms), which the scan would
+        # otherwise wait for before reading its first file.
+        writers: list[PartsWriter] = []
+
+        def writer() -> PartsWriter:
+            if not writers:
+                writers.append(PartsWriter(binary, schema))
+            return writers[0]
 
         def append(item: tuple[EncodedPart, bool]) -> None:
             part, last = item
-            writer.append(part, ends_row_group=last)
+            writer().append(part, ends_row_group=last)
             write_back(binary)
             encoder.recycle(part)
 
@@ -210,7 +218,7 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
             # not finished, so nothing more is written to it.
             background.abort()
             raise
-        writer.close()
+        writer().close()
     return count
 
 

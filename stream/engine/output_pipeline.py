@@ -104,13 +104,19 @@ class BackgroundWriter(Generic[T]):
 def ordered_map(function: Callable[[T], R], items: Iterable[T], *, workers: int = 2,
                 ahead: int = 2) -> Generator[R, None, None]:
     """`map(function, items)` on `workers` threads, results in the items' order, with at
-    most `workers + ahead` items taken from `items` and not yet yielded."""
+    most `workers + ahead` items taken from `items` and not yet yielded.
+
+    A result is yielded as soon as it and those before it are done, not only once the
+    look-ahead is full: the first Parquet row group used to wait in memory until two more
+    had been read, and the writer idled meanwhile."""
     pending: deque[Future[R]] = deque()
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="meltwater-render")
     try:
         for item in items:
             pending.append(pool.submit(function, item))
             if len(pending) > workers + ahead:
+                yield pending.popleft().result()
+            while pending and pending[0].done():
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()

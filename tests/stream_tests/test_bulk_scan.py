@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 from collections import Counter
 from decimal import Decimal
 
@@ -293,6 +294,64 @@ def test_position_deletes_read_ahead_are_read_once(tmp_path) -> None:
     small = DeleteLoader(IO, max_cache_bytes=40)  # room to read ahead two one-row files
     small.read_positions(deletes)
     assert small.reads == 2
+
+
+def test_scan_windows_are_runs_of_about_the_window_size() -> None:
+    pieces = [bulk_scan._Piece(i, None, (f"f{i}", 0), 0, size)
+              for i, size in enumerate([5, 5, 5, 20, 1, 1, 9])]
+    windows = bulk_scan.scan_windows(pieces, 10)
+    assert [[p.task for p in w] for w in windows] == [[0, 1], [2, 3], [4, 5, 6]]
+    assert [p.task for p in bulk_scan.scan_windows(pieces, 1 << 30)[0]] == list(range(7))
+    assert [[p.task for p in w] for w in bulk_scan.scan_windows(pieces, 1)] == [
+        [i] for i in range(7)]
+
+
+def test_positions_and_deletes_hold_across_windows(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(bulk_scan, "WINDOW_BYTES", 1)  # every piece a window of its own
+    data = _ids_file(tmp_path, 100, row_group_size=25)
+    starts = _row_group_starts(data.file_path)
+    deletes = position_deletes(tmp_path / "pos.parquet",
+                               [(data.file_path, p) for p in (0, 26, 99)])
+    splits = [task(data, deletes, start=0, length=starts[2]),
+              task(data, deletes, start=starts[2], length=data.file_size_in_bytes - starts[2])]
+    files = [_ids_file(tmp_path, 10, f"d{i}.parquet", start=1000 + 10 * i) for i in range(3)]
+    tasks = [*splits, *(task(f) for f in files)]
+    groups, _ = bulk_scan.partition(tasks, ID_NAME, IO)
+    assert len(bulk_scan.scan_windows(groups[0].pieces, bulk_scan.WINDOW_BYTES)) == 5
+    got = both(tasks, ID_NAME, batch_size=8)
+    assert ids(got) == [i for i in range(100) if i not in (0, 26, 99)] + list(range(1000, 1030))
+
+
+_LIVE_POOLS: list[pa.MemoryPool] = []
+
+
+def test_a_slow_consumer_holds_at_most_two_windows_decoded(tmp_path, monkeypatch) -> None:
+    """Arrow's scanner decodes ahead without bound behind a slower consumer (it held the
+    whole table); windows bound it by construction, whatever the pace: here each file is a
+    window, and the scan may hold about two files' batches beside the one being consumed."""
+    files = [write_parquet(tmp_path / f"d{i}.parquet",
+                           pa.table({"id": pa.array(range(i * 20_000, (i + 1) * 20_000),
+                                                    pa.int64()),
+                                     "name": [f"name {j:>40}" for j in range(20_000)]},
+                                    schema=pa.schema([F("id", pa.int64(), 1),
+                                                      F("name", pa.string(), 2)])),
+                           row_group_size=20_000)
+             for i in range(24)]
+    one_file = pq.read_table(files[0].file_path).nbytes  # about 1.3 MB decoded
+    monkeypatch.setattr(bulk_scan, "WINDOW_BYTES", 1)
+    previous = pa.default_memory_pool()
+    pool = pa.proxy_memory_pool(previous)
+    _LIVE_POOLS.append(pool)  # buffers it allocated may outlive the test
+    pa.set_memory_pool(pool)
+    try:
+        rows = 0
+        for batch in read_tasks([task(f) for f in files], ID_NAME, ID_NAME, IO, threads=1):
+            rows += batch.num_rows
+            time.sleep(0.02)  # a consumer slower than decoding, as a Parquet encoder is
+    finally:
+        pa.set_memory_pool(previous)
+    assert rows == 24 * 20_000
+    assert pool.max_memory() < 6 * one_file, (pool.max_memory(), one_file)
 
 
 # -- the corpus --------------------------------------------------------------------------------
