@@ -9,6 +9,7 @@ An output file is written beside its path and renamed into place only when compl
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -19,8 +20,8 @@ from typing import IO, Any
 import pyarrow as pa
 
 from meltwater.stream.engine.json_values import json_default, json_safe
-from meltwater.stream.engine.output_file import output_destination, write_back, write_in_pieces
-from meltwater.stream.engine.output_pipeline import BackgroundWriter, ordered_map
+from meltwater.stream.engine.output_file import WriteBack, output_destination, write_in_pieces
+from meltwater.stream.engine.output_pipeline import ordered_map, writing_behind
 from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
 from meltwater.stream.engine.parquet_parts import (
     EncodedPart,
@@ -95,25 +96,40 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
                 render: Callable[[pa.RecordBatch, bool], pa.Buffer | bytes],
                 empty: bytes = b"") -> int:
     """Batches rendered to text on worker threads (`output_pipeline.ordered_map`), written
-    in order; `render(batch, first)`, and `empty` when there is no batch at all. Returns
-    the rows written."""
+    in order on a writer thread that writes them back to disk as it goes (`WriteBack`);
+    `render(batch, first)`, and `empty` when there is no batch at all. Returns the rows
+    written."""
     def job(numbered: tuple[int, pa.RecordBatch]) -> tuple[int, pa.Buffer | bytes]:
         index, batch = numbered
         return batch.num_rows, render(batch, index == 0)
 
-    count = 0
     if not output:
         sys.stdout.flush()  # the bytes go to its buffer, after any text already printed
     with output_destination(output, text=False) as binary, \
             contextlib.closing(ordered_map(job, enumerate(reader))) as rendered:
-        written = False
-        for rows, text in rendered:
-            write_in_pieces(binary, text)
-            count += rows
-            written = True
-        if not written:
-            binary.write(empty)
+        if not output:  # a pipe or terminal: written here, where a signal interrupts it
+            return _write_rendered(rendered, functools.partial(write_in_pieces, binary),
+                                   empty)
+        with writing_behind(WriteBack(binary).write, depth=TEXT_WRITES_QUEUED) as write:
+            return _write_rendered(rendered, write, empty)
+
+
+def _write_rendered(rendered: Iterable[tuple[int, pa.Buffer | bytes]],
+                    write: Callable[[pa.Buffer | bytes], None], empty: bytes) -> int:
+    count = 0
+    written = False
+    for rows, text in rendered:
+        write(text)
+        count += rows
+        written = True
+    if not written:
+        write(empty)
     return count
+
+
+# Rendered batches (a few MB of text each) queued for the writer thread, so that the
+# rendering goes on while it waits for the disk.
+TEXT_WRITES_QUEUED = 4
 
 
 # Row groups of at most 512Ki rows (half `pq.write_table`'s 1Mi), and at most this much
@@ -194,6 +210,7 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     with output_destination(output, text=False) as binary, \
             contextlib.closing(ordered_map(encode, cut(groups), workers=workers,
                                            ahead=2 * pieces - workers)) as encoded:
+        sink = WriteBack(binary)
         # Made by the writer thread when the first part comes: making one loads the Thrift
         # definition (thriftpy2 and parquet.thrift, about 60 ms), which the scan would
         # otherwise wait for before reading its first file.
@@ -201,26 +218,18 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
 
         def writer() -> PartsWriter:
             if not writers:
-                writers.append(PartsWriter(binary, schema))
+                writers.append(PartsWriter(sink, schema))
             return writers[0]
 
         def append(item: tuple[EncodedPart, bool]) -> None:
             part, last = item
             writer().append(part, ends_row_group=last)
-            write_back(binary)
             encoder.recycle(part)
 
-        background: BackgroundWriter[tuple[EncodedPart, bool]] = BackgroundWriter(append)
-        try:
+        with writing_behind(append) as write:
             for part, last in encoded:
-                background.put((part, last))
+                write((part, last))
                 count += part.rows if last else 0
-            background.close()
-        except BaseException:
-            # A write still under way (a FIFO no one reads) keeps its thread; the file is
-            # not finished, so nothing more is written to it.
-            background.abort()
-            raise
         writer().close()
     return count
 

@@ -34,7 +34,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from meltwater.stream.errors import OutputFileError
 
@@ -137,23 +137,52 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
 # Parquet part, a batch of CSV) took three times the system time of the same bytes in 1 MiB
 # writes here (0.4-0.6 s against 0.15 s for 240 MB: the kernel throttles one call's pages).
 WRITE_SIZE = 1 << 20
+# An output file is written back to disk every this many bytes (see `WriteBack`).
+WRITE_BACK_BYTES = 32 << 20
 
 
-def write_in_pieces(handle: IO[bytes], data: Any) -> None:
+class BytesSink(Protocol):
+    """Where bytes are written: a binary file, or a `WriteBack` over one."""
+
+    def write(self, data: Any, /) -> object:
+        """Write all of `data`."""
+
+
+def write_in_pieces(handle: BytesSink, data: Any) -> None:
     """Write `data` (bytes, a memoryview or a pyarrow Buffer) in `WRITE_SIZE` pieces."""
     view = memoryview(data)
     for start in range(0, len(view), WRITE_SIZE):
         handle.write(view[start:start + WRITE_SIZE])
 
 
-def write_back(handle: IO[bytes]) -> None:
-    """Flush what is written so far and wait until it is on disk, if `handle` is a regular
-    file. A long output calls this as it goes (from a writer thread), so the fsync that
-    ends `replacing_file` waits only for the last bytes, not the whole file."""
-    handle.flush()
-    fd = handle.fileno()
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        getattr(os, "fdatasync", os.fsync)(fd)
+class WriteBack:
+    """Writes to an output in `WRITE_SIZE` pieces and, when the output is a regular file,
+    waits for every `every` bytes to reach the disk as it goes.
+
+    `replacing_file` fsyncs the file before renaming it into place, and that fsync waits
+    for whatever is not on disk yet: for `scan --format jsonl` of the bench table, 937 MB
+    written back in the last 0.6 s of the run while both cores idled. Written back as it
+    goes (on the thread that writes, which the scan does not wait for), the closing fsync
+    waits for the last few MiB only."""
+
+    def __init__(self, handle: IO[bytes], every: int = WRITE_BACK_BYTES) -> None:
+        self._handle = handle
+        self._every = every
+        self._pending = 0
+        try:
+            self._regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+        except (OSError, ValueError, AttributeError):  # no file descriptor (a test's buffer)
+            self._regular = False
+
+    def write(self, data: Any) -> None:
+        """Write `data` (bytes, a memoryview or a pyarrow Buffer), then write back what is
+        pending if it is `every` bytes or more."""
+        write_in_pieces(self._handle, data)
+        self._pending += memoryview(data).nbytes
+        if self._regular and self._pending >= self._every:
+            self._handle.flush()
+            getattr(os, "fdatasync", os.fsync)(self._handle.fileno())
+            self._pending = 0
 
 
 @contextlib.contextmanager

@@ -101,6 +101,22 @@ class BackgroundWriter(Generic[T]):
         return not self._thread.is_alive()
 
 
+@contextlib.contextmanager
+def writing_behind(write: Callable[[T], None], *, depth: int = 1
+                   ) -> Generator[Callable[[T], None], None, None]:
+    """A `BackgroundWriter`'s `put`, for the block's items: closed when the block ends (every
+    item written, a write's failure raised), aborted when it raises."""
+    writer: BackgroundWriter[T] = BackgroundWriter(write, depth=depth)
+    try:
+        yield writer.put
+        writer.close()
+    except BaseException:
+        # A write still under way (a FIFO no one reads) keeps its thread; the output is not
+        # finished, so nothing more is written to it.
+        writer.abort()
+        raise
+
+
 def ordered_map(function: Callable[[T], R], items: Iterable[T], *, workers: int = 2,
                 ahead: int = 2) -> Generator[R, None, None]:
     """`map(function, items)` on `workers` threads, results in the items' order, with at

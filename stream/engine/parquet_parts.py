@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from meltwater.stream.engine.output_file import write_in_pieces
+from meltwater.stream.engine.output_file import BytesSink, write_in_pieces
 from meltwater.stream.engine.parquet_footer import (
     MAGIC,
     dictionary_abandoned,
@@ -214,7 +214,7 @@ class PartsWriter:
     (see the module doc); `close` writes the footer, and makes a file of no rows if no part
     came."""
 
-    def __init__(self, out: IO[bytes], schema: pa.Schema) -> None:
+    def __init__(self, out: BytesSink, schema: pa.Schema) -> None:
         self._out = out
         self._position = 0
         # The footer one writer gives this schema (its schema, metadata and column orders),
