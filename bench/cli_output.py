@@ -22,7 +22,10 @@ minute a run, so they run only with `--slow-json`.
 The processes run one at a time in rounds, as `timing.measure_rounds` runs in-process peers:
 each peer once untimed as a warm-up, then `--repeats` rounds in which every peer runs twice
 in a row and only the second run is timed (its files warm in the page cache), the order
-reversing every other round. After every timed run the output is counted (Parquet footer;
+reversing every other round. With `--cold SECONDS` each timed run is instead a single run
+after that long at rest: the machine here takes back freed memory from an idle process
+within seconds, so a run from cold touches fresh pages the second of a pair may reuse.
+After every timed run the output is counted (Parquet footer;
 CSV parsed by pyarrow; JSON lines counted) and checked against the table's live rows
 (raw pyarrow: all rows), then removed. Prints medians and ratios; writes
 bench/results/cli_output.json (gitignored).
@@ -126,8 +129,9 @@ def run_once(run: Run, directory: Path, timed: bool) -> None:
     output.unlink(missing_ok=True)
 
 
-def measure(runs: list[Run], repeats: int, directory: Path) -> None:
-    """A warm-up each, then `repeats` rounds of warm pairs (see the module doc)."""
+def measure(runs: list[Run], repeats: int, directory: Path, cold: float | None = None) -> None:
+    """A warm-up each, then `repeats` rounds of warm pairs (see the module doc); with
+    `cold`, each timed run is a single run after `cold` seconds of rest instead."""
     live = list(runs)
     for run in runs:
         print(f"  warming up {run.name} ...", flush=True)
@@ -143,7 +147,10 @@ def measure(runs: list[Run], repeats: int, directory: Path) -> None:
             if run.error:
                 continue
             try:
-                run_once(run, directory, timed=False)
+                if cold is None:
+                    run_once(run, directory, timed=False)
+                else:
+                    time.sleep(cold)
                 run_once(run, directory, timed=True)
             except Exception as error:
                 run.error = str(error)
@@ -247,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, default=None, metavar="CONSOLE_SCRIPT",
                         help="also time another checkout's `meltwater` console script (e.g. "
                              "main's), as meltwater-before, for parquet and csv")
+    parser.add_argument("--cold", type=float, default=None, metavar="SECONDS",
+                        help="time single runs, each after SECONDS of rest, instead of the "
+                             "second of two runs in a row: a command run once, as a user "
+                             "runs it, after the machine has taken back freed memory")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the outputs are written (default: a temporary directory "
                              "under bench/results)")
@@ -266,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             tables.scan["metadata_location"])))
         runs = build_runs(tables, args.formats, args.skip, args.slow_json, paths_file,
                           args.before)
-        measure(runs, args.repeats, directory)
+        measure(runs, args.repeats, directory, args.cold)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     env["load_average_at_end"] = os.getloadavg()[0]
@@ -276,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{env['load_average_at_end']:.1f} at the end")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"environment": env, "repeats": args.repeats,
+                                    "cold_seconds": args.cold,
                                     "table": tables.scan, "runs": summary}, indent=2))
     print(f"results written to {args.out} ({time.monotonic() - started:.0f}s in all)")
     return 0
