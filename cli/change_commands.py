@@ -164,4 +164,4 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="table (default, for people), jsonl, csv, parquet (needs "
                               "--output), or debezium-jsonl (one Debezium event a line)")
     changes.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
-    changes.set_defaults(handler=cmd_changes)
+    changes.set_defaults(handler=cmd_changes, one_shot=True)

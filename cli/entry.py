@@ -12,8 +12,9 @@ from meltwater.stream.engine.arrow_memory import choose_arrow_allocator
 
 
 def main() -> int:
-    """Choose Arrow's allocator, then run the CLI; returns its exit status."""
+    """Choose Arrow's allocator, then run the CLI; returns its exit status (a one-shot
+    command ends the process itself once done: `meltwater.cli.main.main`)."""
     choose_arrow_allocator()
     from meltwater.cli.main import main as run
 
-    return run()
+    return run(exit_when_done=True)

@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
@@ -90,7 +91,7 @@ def build_parser() -> OneLineParser:
     commands.required = True
     parser.command_parsers = commands.choices
     version = commands.add_parser("version", help="print the versions of meltwater and its engines")
-    version.set_defaults(handler=_version)
+    version.set_defaults(handler=_version, one_shot=True)
     table_commands.register(commands)
     change_commands.register(commands)
     serve_command.register(commands)
@@ -98,14 +99,43 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> int:
     """Run the CLI: the exit status, with meltwater's errors and signals turned into messages and
-    codes."""
+    codes.
+
+    With `exit_when_done` (the console script's), a one-shot command (`scan`, `changes`,
+    `plan`, `snapshots`, `version`) ends the process as soon as its output is flushed,
+    without the interpreter's teardown: finalizing some 400 modules and joining Arrow's
+    thread pools took 18-44 ms after a scan to Parquet had written and renamed its file
+    (the memory is the kernel's to free either way). Commands that run a service or Spark
+    always end the ordinary way, as does a process with threads still at work."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # refused by the command's own parser, so the line names the command
         parser.command_parsers[args.command].error(
             f"unrecognized arguments: {' '.join(extra)}")
+    status = _run(args)
+    if exit_when_done and getattr(args, "one_shot", False):
+        _end_now(status)
+    return status
+
+
+def _end_now(status: int) -> None:
+    """End the process with `status` once stdout and stderr are flushed, unless a thread
+    other than daemons is still at work (an ordinary exit would wait for it)."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
+           if t is not threading.main_thread()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone, or closed: nothing more to say
+            return
+    os._exit(status)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command: its exit status (see `main`)."""
     handler: Handler = args.handler
     use_command_memory_pool()
     # What start-up made (modules, the parser) lives as long as the process: frozen, it is

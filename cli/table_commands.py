@@ -300,7 +300,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                            help="table (default: counts paired as +added/-removed, for "
                                 "people), or jsonl or csv (a column per count)")
     snapshots.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
-    snapshots.set_defaults(handler=cmd_snapshots)
+    snapshots.set_defaults(handler=cmd_snapshots, one_shot=True)
 
     scan = commands.add_parser("scan", help="read a table at a snapshot, deletes applied")
     add_table_selection(scan)
@@ -310,7 +310,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                            "--output)")
     scan.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     scan.add_argument("--limit", type=int, metavar="N", help="return at most N rows")
-    scan.set_defaults(handler=cmd_scan)
+    scan.set_defaults(handler=cmd_scan, one_shot=True)
 
     plan = commands.add_parser("plan", help="show the scan tasks and what pruning did")
     add_table_selection(plan)
@@ -319,4 +319,4 @@ def register(commands: argparse._SubParsersAction) -> None:
     plan.add_argument("--summary", action="store_true",
                       help="only the counts: what pruning skipped and what is left to read, "
                            "without a line per task")
-    plan.set_defaults(handler=cmd_plan)
+    plan.set_defaults(handler=cmd_plan, one_shot=True)
