@@ -123,8 +123,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
 def _end_now(status: int) -> None:
     """End the process with `status` once stdout and stderr are flushed, unless a thread
     other than daemons is still at work (an ordinary exit would wait for it)."""
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
-           if t is not threading.main_thread()):
+    if _threads_at_work():
         return
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -132,6 +131,13 @@ def _end_now(status: int) -> None:
         except (OSError, ValueError):  # a reader gone, or closed: nothing more to say
             return
     os._exit(status)
+
+
+def _threads_at_work() -> bool:
+    """Whether a thread other than the main one and daemons is alive: an ordinary exit would
+    wait for it, so ending the process now could cut its work short."""
+    return any(t.is_alive() and not t.daemon for t in threading.enumerate()
+               if t is not threading.main_thread())
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -31,7 +31,10 @@ def ended(monkeypatch) -> list[int]:
     return statuses
 
 
-def test_a_one_shot_command_ends_the_process_once_done(ended, capsys) -> None:
+def test_a_one_shot_command_ends_the_process_once_done(ended, capsys, monkeypatch) -> None:
+    # Other tests in this process may leave threads of their own (Spark's, a server's), so
+    # the thread census is pinned here; the subprocess test below takes the real one.
+    monkeypatch.setattr(cli, "_threads_at_work", lambda: False)
     with pytest.raises(_Ended):
         cli.main(["version"], exit_when_done=True)
     assert ended == [0]
@@ -55,6 +58,7 @@ def test_a_thread_still_at_work_keeps_the_ordinary_exit(ended) -> None:
     worker = threading.Thread(target=release.wait)
     worker.start()
     try:
+        assert cli._threads_at_work()
         assert cli.main(["version"], exit_when_done=True) == 0
     finally:
         release.set()
