@@ -19,8 +19,11 @@ from urllib.parse import urlsplit
 class CountingProxy:
     """Forwards HTTP/1.1 requests to `upstream` and records (method, path) of each."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, keep_host: bool = False) -> None:
+        """`keep_host` forwards the client's `Host` header, which S3's SigV4 signs (the
+        server checks the signature against the host the client signed for)."""
         parts = urlsplit(upstream)
+        self.keep_host = keep_host
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
         self.requests: list[tuple[str, str]] = []
@@ -50,18 +53,21 @@ class CountingProxy:
                 upstream = http.client.HTTPConnection(proxy.upstream_host,
                                                       proxy.upstream_port, timeout=30)
                 try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                    headers = {k: v for k, v in self.headers.items()
+                               if proxy.keep_host or k.lower() != "host"}
                     upstream.request(self.command, self.path, body=body, headers=headers)
                     answer = upstream.getresponse()
                     data = answer.read()
                 finally:
                     upstream.close()
                 self.send_response(answer.status, answer.reason)
+                head = self.command == "HEAD"  # no body: the upstream's length is the size
                 for key, value in answer.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection",
                                            "content-length"):
                         self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Length", answer.getheader("Content-Length", "0")
+                                 if head else str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
