@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from http_counter import CountingProxy
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
@@ -136,6 +137,61 @@ def test_every_live_snapshot_reads_as_iceberg_java_read_it(java_tables_in_sql, n
                 continue
             assert_same_rows(read, truth, f"pyiceberg: {what}")
     assert (refused > 0) == (name in PYICEBERG_CANNOT_READ)
+
+
+def test_data_files_are_opened_with_their_manifest_sizes(java_tables_in_sql,
+                                                        seaweed_plain_lake):
+    """A scan asks S3 for no data file's size (a HEAD each time Arrow opens it without one):
+    the manifests record it, as Iceberg Java opens data files with the manifest's length.
+    Counted at the socket, through a proxy in front of the S3 endpoint."""
+    from meltwater.planner.fileio import PyArrowFileIO
+
+    scenario = java_tables_in_sql.corpus.scenarios["cow_partitioned"]
+    with CountingProxy(seaweed_plain_lake.s3_endpoint, keep_host=True) as proxy:
+        io = PyArrowFileIO({**seaweed_plain_lake.file_io_properties(),
+                            "s3.endpoint": proxy.url})
+        table = load_table(scenario.metadata_location, io)
+        rows = meltwater.stream.scan(table).read_all()
+        data_gets = proxy.count("GET", ".parquet")
+        data_heads = proxy.count("HEAD", ".parquet")
+    current = scenario.snapshot(scenario.record["current_snapshot_id"])
+    assert_same_rows(rows, current.rows(), "meltwater through the counting proxy")
+    assert data_gets > 0 and data_heads == 0, (data_gets, data_heads)
+
+
+def test_a_manifest_size_that_does_not_match_the_object_reads_the_object_as_it_is(
+        seaweed_plain_lake):
+    """On S3 the footer is looked for at the manifest's size: a size off by any amount fails
+    that read, the task goes to the per-task reader (which asks S3 for the size) and the
+    rows are the object's, never a misread."""
+    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.files import DataFile, FileContent
+    from meltwater.planner.tasks import FileScanTask
+    from meltwater.planner.types import NestedField, PrimitiveType, Schema
+    from meltwater.stream.engine import bulk_scan
+    from meltwater.stream.engine.scan import read_tasks
+
+    field = pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})
+    buffer = BytesIO()
+    pq.write_table(pa.table({"id": list(range(5))}, schema=pa.schema([field])), buffer)
+    data = buffer.getvalue()
+    key = "size-checks/ids.parquet"  # a bucket of its own: `lake` holds the corpus only
+    store = seaweed_plain_lake.s3_filesystem(allow_bucket_creation=True)
+    store.create_dir("size-checks")
+    try:
+        with store.open_output_stream(key) as out:
+            out.write(data)
+        io = PyArrowFileIO(seaweed_plain_lake.file_io_properties())
+        schema = Schema((NestedField(1, "id", PrimitiveType("long")),))
+        tasks = [FileScanTask(DataFile(FileContent.DATA, f"s3://{key}", "PARQUET", 0, (), 5,
+                                       len(data) + off), 1) for off in (0, -9, -1, 1, 4096)]
+        groups, rest = bulk_scan.partition(tasks, schema, io)
+        assert [t for g in groups for t in g.tasks] == tasks[:1] and rest == tasks[1:]
+        batches = list(read_tasks(tasks, schema, schema, io, bulk=True))
+    finally:
+        store.delete_dir_contents("size-checks")
+    read = sorted(v for b in batches for v in b.column(0).to_pylist())
+    assert read == sorted(list(range(5)) * 5)
 
 
 def _cli_scan(env: dict[str, str], out: Path, *args: str) -> pa.Table:

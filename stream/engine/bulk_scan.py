@@ -188,7 +188,8 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
         data_file = task.data_file
         try:
             filesystem, path = resolve(data_file.file_path)
-            whole = file_format.make_fragment(path, filesystem)
+            file_size = _manifest_size(data_file)
+            whole = file_format.make_fragment(path, filesystem, file_size=file_size)
             physical = whole.physical_schema
             runs = _row_group_runs(whole, task.start, task.length)
         except (OSError, pa.ArrowException, ValueError):
@@ -228,12 +229,22 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
                    // len(pieces))
         for (first, row_groups), key in zip(pieces, keys, strict=True):
             fragment = whole if row_groups is None else file_format.make_fragment(
-                path, filesystem, row_groups=row_groups)
+                path, filesystem, row_groups=row_groups, file_size=file_size)
             group.pieces.append(_Piece(index, fragment, key, first, size))
     return list(groups.values()), rest
 
 
 _Plan = tuple[FileProjection, list[int], tuple[Any, ...]]
+
+
+def _manifest_size(data_file: Any) -> int | None:
+    """The file's size as its manifest entry records it, for Arrow to find the footer without
+    asking the store (an S3 HEAD per fragment, two per file: 400 of the 1,404 requests of the
+    S3 benchmark's scan), as Iceberg Java opens data files with the manifest's length. None
+    when the entry has no usable size, so Arrow asks. A size that does not match the file
+    fails the footer read, which sends the task to the per-task reader (it asks the store)."""
+    size = getattr(data_file, "file_size_in_bytes", None)
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def _plan(location: str, physical: pa.Schema, projection: Schema,

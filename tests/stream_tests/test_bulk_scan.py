@@ -245,6 +245,18 @@ def test_equality_deletes_other_formats_and_bad_footers_fall_back(tmp_path) -> N
         read([task(plain), task(bad)], ID_NAME, bulk=True)
 
 
+def test_a_manifest_size_that_does_not_match_the_file_sends_it_task_by_task(tmp_path) -> None:
+    """Arrow's local filesystem takes a file's size from the file whatever the manifest says
+    (S3 looks for the footer at the manifest's size: tests/test_s3_corpus.py), so a size
+    that is off changes nothing here: the rows are the file's, in bulk and task by task."""
+    good = _ids_file(tmp_path, 5, "good.parquet")
+    actual = _ids_file(tmp_path, 5, "off.parquet", start=10).file_size_in_bytes
+    off = [dataclasses.replace(_ids_file(tmp_path, 5, f"off{d}.parquet", start=10),
+                               file_size_in_bytes=actual + d) for d in (-9, -1, 1, 4096)]
+    tasks = [task(good), *(task(f) for f in off)]
+    assert ids(both(tasks, ID_NAME)) == sorted([0, 1, 2, 3, 4] + [10, 11, 12, 13, 14] * 4)
+
+
 class _NoResolveIO:
     """A FileIO Arrow's dataset cannot use: no `resolve` to a pyarrow filesystem."""
 
