@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -59,6 +59,7 @@ from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask
 from meltwater.stream.engine.formats import FileSource, row_group_runs, without_extensions
 from meltwater.stream.engine.projection import FileProjection
 from meltwater.stream.engine.reader import read_task, residual_filter, residual_types
+from meltwater.stream.engine.remote_reads import read_each, waits_on_network
 from meltwater.stream.errors import UnreadableFileError
 
 FRAGMENT_READAHEAD = 8  # files an Arrow scan opens and decodes at once
@@ -169,7 +170,8 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
               ) -> tuple[list[BulkGroup], list[FileScanTask]]:
     """Split tasks into groups the Arrow scan can read and the rest, for `read_task`.
 
-    Reads each Parquet footer once (Arrow caches it in the fragment for the scan). What
+    Reads each Parquet footer once (Arrow caches it in the fragment for the scan; from an
+    object store several at a time, see `remote_reads`). What
     follows from a footer's schema alone (the projection plan, the group) is worked out
     once per distinct schema, so the pass costs little more than the footer reads.
     """
@@ -180,21 +182,30 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
 
     resolve = io.resolve  # type: ignore[attr-defined]
     file_format = ds.ParquetFileFormat()
+
+    def open_footer(task: FileScanTask) -> _Footer | None:
+        """The task's file opened and its footer read; None if that fails."""
+        try:
+            filesystem, path = resolve(task.data_file.file_path)
+            file_size = _manifest_size(task.data_file)
+            whole = file_format.make_fragment(path, filesystem, file_size=file_size)
+            return _Footer(filesystem, path, file_size, whole, whole.physical_schema,
+                           _row_group_runs(whole, task.start, task.length))
+        except (OSError, pa.ArrowException, ValueError):
+            return None
+
+    footers = read_each(maybe, open_footer,
+                        concurrently=waits_on_network(io, maybe[0].data_file.file_path))
     groups: dict[tuple[Any, ...], BulkGroup] = {}
     extras_of: dict[Any, dict[int, pa.DataType | None]] = {}
     plans: dict[tuple[Any, ...], _Plan | None] = {}
     seen: set[tuple[str, int]] = set()
-    for task in maybe:
+    for task, footer in zip(maybe, footers, strict=True):
         data_file = task.data_file
-        try:
-            filesystem, path = resolve(data_file.file_path)
-            file_size = _manifest_size(data_file)
-            whole = file_format.make_fragment(path, filesystem, file_size=file_size)
-            physical = whole.physical_schema
-            runs = _row_group_runs(whole, task.start, task.length)
-        except (OSError, pa.ArrowException, ValueError):
+        if footer is None:
             rest.append(task)  # the per-task path reports it, naming the file
             continue
+        filesystem, path, file_size, whole, physical, runs = footer
         try:
             extras = extras_of.get(task.residual)
             if extras is None:
@@ -235,6 +246,17 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
 
 
 _Plan = tuple[FileProjection, list[int], tuple[Any, ...]]
+
+
+class _Footer(NamedTuple):
+    """A data file opened for the scan: where it is, its footer's schema, its row groups."""
+
+    filesystem: Any
+    path: str
+    file_size: int | None
+    whole: Any  # the whole file's fragment, its footer cached in it
+    physical: pa.Schema
+    runs: list[tuple[int, list[int]]] | None
 
 
 def _manifest_size(data_file: Any) -> int | None:

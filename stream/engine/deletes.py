@@ -52,6 +52,7 @@ from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import field_id
 from meltwater.stream.engine.formats import open_source
 from meltwater.stream.engine.projection import FileProjection, has_field_ids
+from meltwater.stream.engine.remote_reads import read_each, waits_on_network
 from meltwater.stream.errors import CorruptDeleteFileError, UnreadableFileError
 
 DV_MAGIC = b"\xd1\xd3\x39\x64"
@@ -248,18 +249,25 @@ class DeleteLoader:
         position), so what one reader thread reads ahead is not evicted before it is used."""
         budget = self.max_cache_bytes // 2
         seen: set[tuple[str, int | None]] = set()
+        chosen: list[DataFile] = []
         for file in files:
             if file.key in seen:
                 continue
             seen.add(file.key)
             budget -= 8 * (file.record_count or 0)
             if budget < 0:
-                return
-            with contextlib.suppress(MeltwaterError):
-                if file.is_deletion_vector:
-                    self.positions(file, file.referenced_data_file or "")
-                else:
-                    self._position_file(file)
+                break
+            chosen.append(file)
+        if chosen:  # from an object store several at a time (see `remote_reads`)
+            read_each(chosen, self._read_ahead,
+                      concurrently=waits_on_network(self.io, chosen[0].file_path))
+
+    def _read_ahead(self, file: DataFile) -> None:
+        with contextlib.suppress(MeltwaterError):
+            if file.is_deletion_vector:
+                self.positions(file, file.referenced_data_file or "")
+            else:
+                self._position_file(file)
 
     # -- equality ------------------------------------------------------------------------
 
