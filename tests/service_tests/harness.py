@@ -207,6 +207,16 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def command_line(pid: int) -> bytes:
+    """`pid`'s command line, or b"" once it has exited: processes below the service come
+    and go (Spark's Python workers, `ps` from a JVM shutdown hook) between listing and
+    reading /proc."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL `pid`'s process group and every process below `pid`, wherever its group: the
     service starts Spark's JVM in a session of its own (`meltwater.service.runner`)."""

@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 
 from meltwater.sinks.mirror_stream import ledger_name
 from meltwater.stream import changes
-from service_tests.harness import Pipeline, descendants, free_port, write_config
+from service_tests.harness import Pipeline, command_line, descendants, free_port, write_config
 
 DUPLICATE = "choose key columns that are unique"
 
@@ -154,7 +154,7 @@ def test_sigterm_to_the_process_group_finishes_the_running_batch(tmp_path, corpu
         time.sleep(0.02)
     in_flight = offsets[-1]
     jvms = [pid for pid in descendants(service.process.pid)
-            if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            if b"java" in command_line(pid)]
     assert jvms, "no JVM below the service"
     started = time.monotonic()
     code = service.stop(group=True)
