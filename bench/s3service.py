@@ -37,11 +37,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from http_counter import CountingProxy
+from loopback_ports import free_port
 from s3_requests import RecordingProxy
 from seaweed_server import SeaweedServer
 
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import Pipeline, ServiceProcess, free_port, write_config
+from service_tests.harness import Pipeline, ServiceProcess, write_config
 
 RESULTS = Path(__file__).resolve().parent / "results" / "s3service.json"
 NAMESPACE, TABLE = "bench", "orders"

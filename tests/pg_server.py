@@ -18,11 +18,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from loopback_ports import free_port
 
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SERVICE_USER = "postgres"
@@ -40,12 +41,6 @@ def find_bin_dir() -> Path:
             f"PostgreSQL server binaries not found ({BIN_GLOB}/initdb); `make sysdeps` "
             "installs them (Debian package `postgresql`)")
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class PostgresServer:
@@ -87,7 +82,7 @@ class PostgresServer:
         self._check(self._run("initdb", "-D", str(self.data_dir), "-U", SERVICE_USER,
                               "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"),
                     "initdb")
-        self.port = _free_port()
+        self.port = free_port()
         options = (f"-h 127.0.0.1 -p {self.port} -k {self.home} -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off")
         self._check(self._run("pg_ctl", "-D", str(self.data_dir), "-o", options, "-w",

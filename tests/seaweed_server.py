@@ -52,6 +52,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from loopback_ports import free_ports
+
 BUCKET = "lake"  # the Iceberg table bucket: the REST catalog's warehouse, s3://lake
 PLAIN_BUCKETS = ("warehouse",)  # ordinary S3 buckets, for catalogs other than the REST one
 REGION = "us-east-1"  # SeaweedFS's S3 Tables region, what loadTable advertises
@@ -91,20 +93,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct free loopback ports: held open together so none is handed out twice."""
-    probes = []
-    try:
-        for _ in range(count):
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            probes.append(probe)
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
 
 
 def listening_addresses(pid: int) -> list[tuple[str, int]]:
@@ -351,7 +339,7 @@ class SeaweedServer:
         self.home = Path(tempfile.mkdtemp(prefix="meltwater-seaweed-"))
         (self.home / "data").mkdir()
         (self.home / "log").mkdir()
-        self.ports = dict(zip(PORT_NAMES, _free_ports(len(PORT_NAMES)), strict=True))
+        self.ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
         began = time.monotonic()
         deadline = began + self.start_timeout
         with open(self.home / "weed.out", "wb") as out:

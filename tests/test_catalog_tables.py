@@ -175,13 +175,14 @@ def test_watching_a_catalog_table_costs_one_request_a_second_and_sees_commits(se
             first = proxy.count("GET", "/watched")
             time.sleep(10.0)
             idle = proxy.count("GET", "/watched") - first
-            # one loadTable a second: 60 a minute at most while nothing changes
-            assert 5 <= idle <= 11, idle
+            # One loadTable a second at most while nothing changes (60 a minute); each look
+            # waits a second after the last one ended, so a slow server makes fewer.
+            assert 2 <= idle <= 11, idle
             table = writer.load_table((NAMESPACE, "watched"))
             table.append(pa.Table.from_pylist(
                 [{"id": 10_001, "category": "w", "name": "watched", "amount": 1.0}],
                 schema=SCHEMA))
-            events = watcher.wait(timeout=10)
+            events = watcher.wait(timeout=30)
             assert [e.snapshot_id for e in events] == [
                 writer.load_table((NAMESPACE, "watched")).metadata.current_snapshot_id]
 

@@ -611,7 +611,9 @@ def test_killed_mid_batch_then_restarted_holds_every_change_once(spark, corpus, 
     location = corpus.scenarios["equality_deletes"].location
     command = _child(tmp_path, "q", location, "--option",
                      "streaming-max-files-per-micro-batch=6")
-    slow = [*command, "--delay", "2"]  # a window to kill batch 1 in; the restart is quick
+    # A window to kill batch 1 in, wide enough for a loaded machine to notice and kill
+    # 0.5 s into it; the restart is quick.
+    slow = [*command, "--delay", "4"]
     offsets = tmp_path / "q" / "checkpoint" / "offsets"
     commits = tmp_path / "q" / "checkpoint" / "commits"
     child = subprocess.Popen(slow, env=_child_env(), stdout=subprocess.DEVNULL,

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,38 +19,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-
-def _ephemeral_low() -> int:
-    """The lowest port the kernel hands to outgoing connections (Linux; else its default)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on, for a service started later.
-
-    Below the kernel's ephemeral range: a port from `bind(0)` is an ephemeral one, and in the
-    time before the service binds it, an outgoing connection (a PostgreSQL client creating
-    the test's database, say) could be given it and hold it in TIME_WAIT, making the test
-    fail with "Address already in use". Counted down from there, each port handed out once
-    per session."""
-    for port in range(_ephemeral_low() - 1, 1024, -1):
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -144,7 +111,7 @@ class ServiceProcess:
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.read().decode()
 
-    def wait_running(self, timeout: float = 120) -> dict[str, Any]:
+    def wait_running(self, timeout: float = 240) -> dict[str, Any]:
         """Block until every pipeline's query runs; fail with the log's tail otherwise."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -215,6 +182,16 @@ def command_line(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` still runs: an exited process may stay in /proc as a zombie until
+    whoever adopted it reaps it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def kill_tree(pid: int) -> None:

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from loopback_ports import free_port
 
-from service_tests.harness import free_port, tree
+from service_tests.harness import tree
 
 
 def run_serve(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback_ports import free_port
 from object_store_fixtures import catalog_env, clean_env
 
-from service_tests.harness import free_port, tree
+from service_tests.harness import tree
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,9 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-from live.client import Commit, LiveWriter, truth_table
+from loopback_ports import free_port
+
+from live.client import Commit, LiveWriter, truth_table, wait_until
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import Pipeline, free_port, write_config
+from service_tests.harness import Pipeline, write_config
 from service_tests.mirror_check import differences, mirror_state, read_state, same_rows
 
 
@@ -99,6 +101,9 @@ def test_commit_to_mirror_latency_event_driven_vs_polling(tmp_path, pg_database,
             poll_latency = [arrivals.latency(c) for c in commits]
             assert None not in poll_latency
 
+            # The mirror's rows land inside the batch; the service learns of the batch's
+            # end from Spark's progress on its next tick, so lag reaches 0 a moment later.
+            wait_until(lambda: _event_lag(service) == 0, timeout=30)
             status, health = service.health()
             assert status == 200 and health["pipelines"]["event"]["lag_snapshots"] == 0
             metrics = service.metrics()
@@ -200,6 +205,14 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path, pg_datab
                 service.kill()
     print(f"\n10 kills; mirror checked exact at sequence numbers {checked}; "
           f"{len(loop.by_sequence)} commits in all, final {last.sequence_number}")
+
+
+def _event_lag(service) -> int | None:
+    """The event pipeline's lag in snapshots as /health reports it, None while unanswered."""
+    answer = service.health()
+    if answer is None or answer[0] != 200:
+        return None
+    return answer[1]["pipelines"]["event"].get("lag_snapshots")
 
 
 def _rss_mib(pid: int) -> float:

@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+from loopback_ports import free_port
 
 from meltwater.sinks.mirror_stream import ledger_name
 from meltwater.stream import changes
-from service_tests.harness import Pipeline, command_line, descendants, free_port, write_config
+from service_tests.harness import Pipeline, command_line, descendants, running, write_config
 
 DUPLICATE = "choose key columns that are unique"
 
@@ -176,8 +177,8 @@ def test_sigterm_to_the_process_group_finishes_the_running_batch(tmp_path, corpu
     assert any(r["message"] == "stopping" and r["signal"] == "SIGTERM" for r in lines)
     assert not re.search(r"Py4J|py4j\.protocol|Connection refused|Answer from Java", log), \
         log[-3000:]
-    for _ in range(100):
-        if not any(Path(f"/proc/{pid}").exists() for pid in jvms):
+    for _ in range(600):  # JVM shutdown hooks may take a while on a loaded machine
+        if not any(running(pid) for pid in jvms):
             break
         time.sleep(0.1)
     else:
