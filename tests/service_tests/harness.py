@@ -154,18 +154,23 @@ class ServiceProcess:
         return code
 
 
+def _state_and_parent(pid: int | str) -> tuple[str, int] | None:
+    """A process's state letter and parent pid from /proc/PID/stat, None once it is gone
+    (processes below the service come and go between listing and reading /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces and ')'
+    return fields[0], int(fields[1])
+
+
 def descendants(pid: int) -> list[int]:
     """The processes below `pid`, children first (read from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
+        if entry.name.isdigit() and (stat := _state_and_parent(entry.name)) is not None:
+            children.setdefault(stat[1], []).append(int(entry.name))
     found, queue = [], list(children.get(pid, []))
     while queue:
         child = queue.pop(0)
@@ -175,9 +180,7 @@ def descendants(pid: int) -> list[int]:
 
 
 def command_line(pid: int) -> bytes:
-    """`pid`'s command line, or b"" once it has exited: processes below the service come
-    and go (Spark's Python workers, `ps` from a JVM shutdown hook) between listing and
-    reading /proc."""
+    """`pid`'s command line, or b"" once it has exited."""
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -187,11 +190,21 @@ def command_line(pid: int) -> bytes:
 def running(pid: int) -> bool:
     """Whether `pid` still runs: an exited process may stay in /proc as a zombie until
     whoever adopted it reaps it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    stat = _state_and_parent(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+def log_records(text: str) -> list[dict[str, Any]]:
+    """The service's own JSON log records (log = "json"); Spark's JVM writes lines of its
+    own, and a service killed with SIGKILL may have left its last line cut short."""
+    records = []
+    for line in text.splitlines():
+        if line.startswith('{"time"'):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records
 
 
 def kill_tree(pid: int) -> None:

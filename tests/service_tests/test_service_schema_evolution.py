@@ -12,10 +12,8 @@ table's metadata, never from timing.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-from pathlib import Path
 
 import psycopg
 from loopback_ports import free_port
@@ -23,7 +21,7 @@ from loopback_ports import free_port
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import Pipeline, ServiceProcess, write_config
+from service_tests.harness import Pipeline, ServiceProcess, log_records, write_config
 from sink_tests.mirror_read import fetch, mirror_columns, read_mirror
 from stream_tests.replay import Replay
 
@@ -102,21 +100,9 @@ def test_schema_evolution_mirrored_after_every_commit_and_across_kill_9(corpus, 
             service.kill()
     assert len(checked) == len([s for s in scenario.snapshots]) == commits
     for log in sorted(tmp_path.glob("service-*.log")):
-        restarts += sum(1 for record in _records(log)
+        restarts += sum(1 for record in log_records(log.read_text(errors="replace"))
                         if "table schema changed" in record.get("message", ""))
     assert restarts >= 2 * 3  # add, widen and drop/re-add stop each pipeline's stream
     print(f"\nschema evolution: {commits} commits mirrored exactly into SQLite and "
           f"PostgreSQL in {seconds:.0f}s, {restarts} schema restarts, one kill -9")
 
-
-def _records(log: Path) -> list[dict]:
-    """The JSON records of a service log; a service killed with SIGKILL may have left its
-    last line cut short, which is skipped."""
-    records = []
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
-    return records

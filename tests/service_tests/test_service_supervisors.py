@@ -5,7 +5,6 @@ words, available-now runs ending with a status that says how they went.
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 import sqlite3
@@ -18,18 +17,16 @@ from loopback_ports import free_port
 
 from meltwater.sinks.mirror_stream import ledger_name
 from meltwater.stream import changes
-from service_tests.harness import Pipeline, command_line, descendants, running, write_config
+from service_tests.harness import (
+    Pipeline,
+    command_line,
+    descendants,
+    log_records,
+    running,
+    write_config,
+)
 
 DUPLICATE = "choose key columns that are unique"
-
-
-def json_lines(text: str) -> list[dict]:
-    """The service's own log lines (log = "json"); Spark's JVM writes its own lines too."""
-    found = []
-    for line in text.splitlines():
-        if line.startswith('{"time"'):
-            found.append(json.loads(line))
-    return found
 
 
 def batch_ids(folder: Path) -> list[int]:
@@ -58,7 +55,7 @@ def test_available_now_ends_naming_a_failure_that_cannot_heal(tmp_path, corpus, 
     result = serve.run(config, timeout=400)
     elapsed = time.monotonic() - started
     assert result.returncode == 2, result.stderr[-3000:]
-    logged = json_lines(result.stderr)
+    logged = log_records(result.stderr)
     stopped = [r for r in logged if r.get("pipeline") == "dup" and r["level"] == "error"]
     assert len(stopped) == 1, stopped  # stopped once, not restarted
     assert stopped[0]["message"].startswith("pipeline stopped: restarting cannot fix this")
@@ -123,7 +120,7 @@ def test_a_pipeline_that_cannot_heal_stops_and_the_others_go_on(tmp_path, corpus
         assert db.execute("SELECT count(*) FROM good").fetchone()[0] > 0
     assert service.stop() == 0, service.tail()
     log = service.log_path.read_text()
-    lines = json_lines(log)
+    lines = log_records(log)
     assert any(r["level"] == "warning" and f"0.0.0.0:{port}, which other machines can reach"
                in r["message"] for r in lines), log[-3000:]
     assert "Exception occurred during processing of request" not in log
@@ -172,7 +169,7 @@ def test_sigterm_to_the_process_group_finishes_the_running_batch(tmp_path, corpu
     # then and is cut short: at most applied to the sink, never committed by Spark, so the
     # next start runs it again and the ledger skips it.
     assert applied in (commits[-1], commits[-1] + 1), (applied, commits[-3:])
-    lines = json_lines(log)
+    lines = log_records(log)
     assert [r["message"] for r in lines][-1] == "stopped"
     assert any(r["message"] == "stopping" and r["signal"] == "SIGTERM" for r in lines)
     assert not re.search(r"Py4J|py4j\.protocol|Connection refused|Answer from Java", log), \
