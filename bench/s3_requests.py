@@ -4,7 +4,7 @@
         ...read...
         proxy.take()                                    # the requests since the last take
 
-Unlike tests/http_counter.py it forwards the client's own `Host` header (S3's SigV4 signs
+Unlike testbed/http_counter.py it forwards the client's own `Host` header (S3's SigV4 signs
 it, so the server must see the host the client signed for) and keeps one upstream
 connection per client connection, and it records each request's method, path, `Range`,
 status, body bytes and the seconds the upstream took to answer it in full (SeaweedFS's

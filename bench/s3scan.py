@@ -6,8 +6,8 @@ Usage: .venv/bin/python bench/s3scan.py [--repeats 5] [--quick] [--skip ...]
 The scan benchmark's merge-on-read table (`scan_mor`: 5M rows, 200 data files, 200
 position delete files) exists twice, both written by Iceberg Java 1.10.2 on Spark 3.5: on
 local disk (bench/writer/make_tables.py, as bench/scan.py reads it) and at s3://lake
-(bench/s3writer/make_s3_table.py, through tests/corpus/s3writer's LocalBucketFileSystem).
-The S3 copy is uploaded byte for byte to a SeaweedFS on loopback (tests/seaweed_server.py)
+(bench/s3writer/make_s3_table.py, through testbed's LocalBucketFileSystem).
+The S3 copy is uploaded byte for byte to a SeaweedFS on loopback (testbed/seaweed_server.py)
 and registered in its Iceberg REST catalog as db.scan_mor. Then, interleaved in rounds
 (`timing.measure_rounds`): full reads by meltwater (local path; `lake.db.scan_mor` by
 identifier; `s3://lake/db/scan_mor` by location), pyiceberg, DuckDB and raw pyarrow (each
@@ -69,9 +69,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 class Lake:
     """A running SeaweedFS holding the S3 copy, and how each reader reaches it."""
 
-    server: Any  # tests/seaweed_server.SeaweedServer
+    server: Any  # testbed/seaweed_server.SeaweedServer
     table: S3ScanTable
-    uploaded: Any  # corpus.s3_store.Uploaded
+    uploaded: Any  # testbed/local_bucket.Uploaded
 
     @property
     def catalog_properties(self) -> dict[str, str]:
@@ -93,10 +93,9 @@ class Lake:
 def start_lake(table: S3ScanTable) -> Lake:
     """SeaweedFS on loopback; every object of the S3 copy PUT under its own key; db.scan_mor
     registered in the REST catalog at Iceberg Java's current metadata file."""
+    from local_bucket import upload_objects
     from pyiceberg.catalog import load_catalog
     from seaweed_server import SeaweedServer
-
-    from corpus.s3_store import upload_objects
 
     server = SeaweedServer().start()
     try:

@@ -7,7 +7,7 @@ Usage: .venv/bin/python bench/s3service.py [--commits 30] [--idle-seconds 60]
 pyiceberg creates the table through the REST catalog and commits to it (appends, and every
 fourth commit a delete); `meltwater serve` (local[2] Spark, `trigger = "event"`) names the
 table only by identifier, its catalog configured in the service's `[catalogs.lake]`, through
-a counting proxy (tests/http_counter.py) in front of the catalog and a recording one
+a counting proxy (testbed/http_counter.py) in front of the catalog and a recording one
 (s3_requests.py, about 1 ms a request) in front of S3. For a catalog table the
 source's watcher asks `loadTable` every second (`CATALOG_INTERVAL`), and a new metadata
 location wakes the idle stream. After each commit the benchmark waits a random 0.2-1.2 s
@@ -34,15 +34,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testbed"))
 
 from http_counter import CountingProxy
 from loopback_ports import free_port
 from s3_requests import RecordingProxy
 from seaweed_server import SeaweedServer
+from service_process import Pipeline, ServiceProcess, write_config
 
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import Pipeline, ServiceProcess, write_config
 
 RESULTS = Path(__file__).resolve().parent / "results" / "s3service.json"
 NAMESPACE, TABLE = "bench", "orders"

@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testbed"))
 
-from corpus.writer_env import (
-    WriterEnv,
-    WriterEnvError,
-    cache_root,
-    ensure_writer_env,
-)
+from local_bucket import SOURCE as LOCAL_BUCKET_FS_SOURCE
+from local_bucket import compile_local_bucket_fs, local_bucket_fs_jar
+from writer_env import WriterEnv, WriterEnvError, cache_root, ensure_writer_env
 
 WRITER_DIR = Path(__file__).resolve().parent / "writer"
 
@@ -159,7 +156,7 @@ def ensure_change_table(sizes: ChangeSizes, log: Callable[[str], None] = print,
 # -- the object-store benchmark's copy of scan_mor (bench/s3scan.py) -----------------------
 
 S3_WRITER_DIR = Path(__file__).resolve().parent / "s3writer"
-S3_WAREHOUSE = "s3://lake"  # the REST table bucket of tests/seaweed_server.py; table db.scan_mor
+S3_WAREHOUSE = "s3://lake"  # the REST table bucket of testbed/seaweed_server.py; table db.scan_mor
 
 
 @dataclass(frozen=True)
@@ -178,10 +175,8 @@ class S3ScanTable:
 def s3_generator_version(sizes: Sizes, env: WriterEnv) -> str:
     """The local scan table's key (its writer scripts, the environment, the sizes), the
     s3writer script, LocalBucketFileSystem's source and the warehouse."""
-    from corpus.build import S3_FS_SOURCE
-
     digest = hashlib.sha256(generator_version(sizes, env).encode())
-    for source in [*sorted(S3_WRITER_DIR.glob("*.py")), S3_FS_SOURCE]:
+    for source in [*sorted(S3_WRITER_DIR.glob("*.py")), LOCAL_BUCKET_FS_SOURCE]:
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     digest.update(S3_WAREHOUSE.encode())
@@ -191,8 +186,6 @@ def s3_generator_version(sizes: Sizes, env: WriterEnv) -> str:
 def ensure_s3_scan_table(sizes: Sizes, log: Callable[[str], None] = print) -> S3ScanTable:
     """scan_mor written a second time by Iceberg Java, at s3://lake (bench/s3writer/), once per
     version and size: about 2 minutes on 2 cores."""
-    from corpus.build import _compile_local_bucket_fs, local_bucket_fs_jar
-
     env = ensure_writer_env(log)
     home = cache_root() / f"bench-s3-tables-{s3_generator_version(sizes, env)}"
     jar = local_bucket_fs_jar(home)
@@ -200,6 +193,6 @@ def ensure_s3_scan_table(sizes: Sizes, log: Callable[[str], None] = print) -> S3
                "--jars", f"{env.spark_jars()},{jar}", "--warehouse", S3_WAREHOUSE,
                "--rows", str(sizes.rows), "--files", str(sizes.files)]
     ensure_generated(home, env, command, "S3 copy of the scan table", log,
-                     prepare=lambda into: _compile_local_bucket_fs(env, into / "jars"))
+                     prepare=lambda into: compile_local_bucket_fs(env, into))
     record = json.loads((home / "tables.json").read_text())
     return S3ScanTable(home, record["scan_mor"])

@@ -1,7 +1,10 @@
-"""Runs `meltwater serve` as a separate process, as an operator would, for the service tests.
+"""Runs `meltwater serve` as a separate process, as an operator would.
 
-A service under test is a real process (so it can be killed with SIGKILL); the tests talk to
-it only through its configuration file, its HTTP status server and the sinks it writes.
+For the service tests, `make demo` (deploy/demo.py) and the service benchmark
+(bench/s3service.py). The service is a real process (so it can be killed with SIGKILL);
+whoever runs it talks to it only through its configuration file (`write_config`), its HTTP
+status server and the sinks it writes. `descendants`, `running` and `command_line` read
+/proc, the one place that does.
 """
 
 from __future__ import annotations
@@ -16,15 +19,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-
-def tree(root: Path) -> dict[str, tuple[int, int]]:
-    """Every path under `root` with its size and modification time."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
 
 
 @dataclass
@@ -69,9 +67,14 @@ def write_config(path: Path, pipelines: list[Pipeline], *, port: int,
 
 
 class ServiceProcess:
-    """`meltwater serve --config CONFIG` in its own process, its output in `log`."""
+    """`meltwater serve --config CONFIG` in its own process, its output in `log`.
 
-    def __init__(self, config: Path, port: int, log: Path, *, echo: bool = False) -> None:
+    `echo`, if given, is also handed every line the process prints (stdout and stderr, as
+    text), in order, from a thread of its own: the caller decides what to show of it.
+    """
+
+    def __init__(self, config: Path, port: int, log: Path, *,
+                 echo: Callable[[str], None] | None = None) -> None:
         self.port = port
         self.log_path = log
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()/kill()
@@ -80,21 +83,16 @@ class ServiceProcess:
             [sys.executable, "-m", "meltwater.cli.main", "serve", "--config", str(config)],
             stdout=subprocess.PIPE if echo else self._log, stderr=subprocess.STDOUT, env=env,
             start_new_session=True)
-        if echo:  # the service's own lines (progress, logs) to the terminal and the log
-            threading.Thread(target=self._echo, daemon=True).start()
+        if echo is not None:
+            threading.Thread(target=self._echo, args=(echo,), daemon=True).start()
 
-    def _echo(self) -> None:
+    def _echo(self, echo: Callable[[str], None]) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             if not self._log.closed:
                 self._log.write(line)
                 self._log.flush()
-            text = line.decode(errors="replace")
-            if not text.startswith(("WARNING: Using incubator", "Using Spark's default",
-                                    "Setting default log level", "To adjust logging")) \
-                    and " WARN " not in text:
-                sys.stdout.write("     | " + text)
-                sys.stdout.flush()
+            echo(line.decode(errors="replace"))
 
     def health(self) -> tuple[int, dict[str, Any]] | None:
         url = f"http://127.0.0.1:{self.port}/health"
@@ -192,19 +190,6 @@ def running(pid: int) -> bool:
     whoever adopted it reaps it."""
     stat = _state_and_parent(pid)
     return stat is not None and stat[0] != "Z"
-
-
-def log_records(text: str) -> list[dict[str, Any]]:
-    """The service's own JSON log records (log = "json"); Spark's JVM writes lines of its
-    own, and a service killed with SIGKILL may have left its last line cut short."""
-    records = []
-    for line in text.splitlines():
-        if line.startswith('{"time"'):
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
-    return records
 
 
 def kill_tree(pid: int) -> None:

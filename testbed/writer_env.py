@@ -1,21 +1,23 @@
 """Builds the writer environment: Apache Iceberg Java 1.10.2 on Spark 3.5, in its own venv.
 
-The test environment runs Spark 4; Iceberg's Spark runtime on PyPI is built for Spark 3.5,
-and the two cannot share one interpreter environment. So the writer lives in a virtualenv
-cached outside the repository, and the tests talk to it through files only.
+meltwater runs Spark 4; Iceberg's Spark runtime on PyPI is built for Spark 3.5, and the two
+cannot share one interpreter environment. So the writer lives in a virtualenv cached outside
+the repository, and whatever drives it (the corpus generator, the live writer, the bench
+table generators) runs scripts inside it and talks to them through files and pipes only.
 
 Facts this module relies on (see issue 2):
 - `snowpark-connect-deps-iceberg==1.0.3` ships `iceberg-spark-runtime-3.5_2.12-1.10.2.jar`,
   which lacks its relocated Jackson classes. Spark 3.5's own Jackson 2.15.2 jars, merged and
   relocated with Debian's jarjar, supply them.
 - Spark SQL never writes equality deletes or position deletes carrying rows; a small Java
-  class (`writer/java/CorpusFiles.java`) compiled here against the runtime jar does.
+  class (`CorpusFiles.java`, beside this module) compiled here against the runtime jar does.
 
 Everything is built into `<cache>/writer-<key>/` and reused while its key is unchanged.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -32,7 +34,7 @@ ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 JACKSON_JARS = ("jackson-annotations-2.15.2", "jackson-core-2.15.2", "jackson-databind-2.15.2")
 JARJAR_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\n"
 JARJAR_CLASSPATH = ("/usr/share/java/jarjar.jar",)
-JAVA_SOURCE = Path(__file__).parent / "writer" / "java" / "CorpusFiles.java"
+JAVA_SOURCE = Path(__file__).parent / "CorpusFiles.java"
 
 
 class WriterEnvError(RuntimeError):
@@ -56,7 +58,10 @@ def cache_root() -> Path:
     return Path(root)
 
 
-def _key() -> str:
+def key() -> str:
+    """What the environment is built from: the versions, the rule, this interpreter's version
+    and the Java helper's source (by content, not by path, so moving a file rebuilds nothing).
+    What is generated with the environment (the corpus, the bench tables) includes it."""
     digest = hashlib.sha256()
     for part in (PYSPARK_VERSION, ICEBERG_WHEEL, JARJAR_RULE, sys.version.split()[0]):
         digest.update(part.encode())
@@ -124,12 +129,35 @@ def _compile_helper(iceberg_jar: Path, pyspark_jars: Path, work: Path) -> Path:
 
 
 def ensure_writer_env(log=print) -> WriterEnv:
-    """Return the writer environment, building it on first use (a few minutes, once)."""
-    home = cache_root() / f"writer-{_key()}"
+    """Return the writer environment, building it on first use (a few minutes, once).
+
+    A lock beside it lets concurrent runs (the tests, `make demo`, a benchmark) share one
+    build: the others wait for it."""
+    home = cache_root() / f"writer-{key()}"
+    if not (home / "READY").exists():
+        home.parent.mkdir(parents=True, exist_ok=True)
+        with open(home.parent / f"{home.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log(f"waiting for another run building the Iceberg Java writer environment "
+                    f"in {home} ...")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            _build(home, log)
+    jars_dir = home / "jars"
+    jars = (jars_dir / ICEBERG_JAR, jars_dir / "iceberg-shaded-jackson-2.15.2.jar",
+            jars_dir / "meltwater-corpus-files.jar")
+    return WriterEnv(python=home / "venv" / "bin" / "python", jars=jars)
+
+
+def _build(home: Path, log) -> None:
+    """Build the environment into `home` unless a complete one (`READY`) is there."""
     ready = home / "READY"
     if not ready.exists():
         _require_tools()
-        log(f"building the Iceberg Java writer environment in {home} ...")
+        log(f"building the Iceberg Java writer environment in {home} (once: pip installs "
+            f"pyspark {PYSPARK_VERSION} and {ICEBERG_WHEEL}, jarjar relocates Jackson, javac "
+            "compiles CorpusFiles.java; a few minutes) ...")
         shutil.rmtree(home, ignore_errors=True)  # a half-built one from an interrupted run
         home.mkdir(parents=True)
         venv = home / "venv"
@@ -149,10 +177,6 @@ def ensure_writer_env(log=print) -> WriterEnv:
             shutil.move(_compile_helper(jars / ICEBERG_JAR, site / "pyspark" / "jars",
                                         Path(work)), jars)
         ready.write_text("ok\n")
-    jars_dir = home / "jars"
-    jars = (jars_dir / ICEBERG_JAR, jars_dir / "iceberg-shaded-jackson-2.15.2.jar",
-            jars_dir / "meltwater-corpus-files.jar")
-    return WriterEnv(python=home / "venv" / "bin" / "python", jars=jars)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import setup_steps
 from pg_server import PostgresServer, PostgresUnavailableError, create_database
+from setup_steps import announce
+from writer_env import WriterEnvError
 
 from corpus.build import ensure_corpus
 from corpus.loader import Corpus
-from corpus.writer_env import WriterEnvError
 
 # A test requesting one of these fixtures, directly or through another fixture, gets the mark.
 # `serve` and `live_writer` are tests/service_tests/conftest.py's.
@@ -36,6 +38,11 @@ FIXTURE_MARKS = {
 
 # The object-store and catalog fixtures (tests/object_store_fixtures.py), for every test.
 pytest_plugins = ["object_store_fixtures"]
+
+
+def pytest_configure(config):
+    """`announce` (the fixtures' lines about long set-up steps) writes to this run's terminal."""
+    setup_steps.use(config)
 
 
 def pytest_collection_modifyitems(items):
@@ -72,7 +79,7 @@ def _load() -> Corpus:
     global _corpus, _error
     if _corpus is None and _error is None:
         try:
-            _corpus = Corpus(ensure_corpus(log=lambda m: print(m, flush=True)))
+            _corpus = Corpus(ensure_corpus(log=announce))
         except WriterEnvError as error:
             _error = str(error)
     if _error is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from seaweed_server import SeaweedServer, SeaweedUnavailableError
+from setup_steps import announce
 
 from corpus.loader import Corpus
 
@@ -138,11 +139,12 @@ def s3_env(seaweed: SeaweedServer, monkeypatch: pytest.MonkeyPatch) -> dict[str,
 @pytest.fixture(scope="session")
 def s3_corpus() -> Corpus:
     """The Iceberg Java corpus written at s3://lake (built once per generator version)."""
+    from writer_env import WriterEnvError
+
     from corpus.build import ensure_s3_corpus
-    from corpus.writer_env import WriterEnvError
 
     try:
-        return Corpus(ensure_s3_corpus(log=lambda m: print(m, flush=True)))
+        return Corpus(ensure_s3_corpus(log=announce))
     except WriterEnvError as error:
         pytest.fail(f"the Iceberg Java S3 corpus is unavailable: {error}", pytrace=False)
 

@@ -31,12 +31,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from http_counter import CountingProxy
+from writer_env import cache_root
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
 from corpus.loader import Corpus, Scenario
 from corpus.s3_store import stored_objects
-from corpus.writer_env import cache_root
 from meltwater.planner.metadata import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
@@ -75,8 +75,8 @@ def plain_env(seaweed_plain_lake, monkeypatch) -> dict[str, str]:
 def test_local_bucket_file_system_answers_with_s3_paths_only(s3_corpus, tmp_path):
     """The FileSystem the S3 corpus was written with keeps s3://lake/K at ROOT/lake/K and
     answers every status, listing and glob with s3:// paths (corpus/s3check/)."""
-    from corpus.build import hadoop_classpath, local_bucket_fs_jar
-    from corpus.writer_env import ensure_writer_env
+    from local_bucket import hadoop_classpath, local_bucket_fs_jar
+    from writer_env import ensure_writer_env
 
     classpath = f"{hadoop_classpath(ensure_writer_env())}:{local_bucket_fs_jar(s3_corpus.root)}"
     check = Path(__file__).parent / "corpus" / "s3check" / "LocalBucketFileSystemCheck.java"

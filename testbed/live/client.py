@@ -1,9 +1,9 @@
-"""Drives the live Iceberg Java writer (`writer.py`) from the test environment.
+"""Drives the live Iceberg Java writer (`writer.py`) from meltwater's environment.
 
-`LiveWriter` starts the writer in the corpus writer virtualenv, creates the table, and turns
-each command into a commit made by Apache Iceberg Java; `truth(record)` reads back what
-Iceberg Java read at that snapshot, typed by the table's schema, for comparing a mirror with.
-Used by the service tests and by `make demo`.
+`LiveWriter` starts the writer in the Iceberg Java writer virtualenv (`writer_env`), creates
+the table, and turns each command into a commit made by Apache Iceberg Java;
+`truth_table(commit)` reads back what Iceberg Java read at that snapshot, typed by the
+table's schema, for comparing a mirror with. Used by the service tests and by `make demo`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-from corpus.writer_env import WriterEnv, cache_root, ensure_writer_env
+from writer_env import WriterEnv, cache_root, ensure_writer_env
 
 HERE = Path(__file__).parent
 JAVA_SOURCE = HERE / "LiveTable.java"
@@ -54,12 +54,13 @@ class Commit:
     rows: int
 
 
-def live_jar(env: WriterEnv) -> Path:
+def live_jar(env: WriterEnv, log: Callable[[str], None] = print) -> Path:
     """`LiveTable.java` compiled against the writer's Iceberg runtime, cached by source hash."""
     key = hashlib.sha256(JAVA_SOURCE.read_bytes() + str(env.jars[0]).encode()).hexdigest()[:12]
     jar = cache_root() / f"live-{key}" / "meltwater-live.jar"
     if jar.exists():
         return jar
+    log(f"compiling LiveTable.java into {jar} (seconds, once) ...")
     work = jar.parent / "classes"
     work.mkdir(parents=True, exist_ok=True)
     pyspark_jars = next((env.python.parent.parent / "lib").glob("python3*/site-packages"))
@@ -78,9 +79,9 @@ class LiveWriter:
     """A running writer process committing to `<warehouse>/db/<name>`."""
 
     def __init__(self, warehouse: Path, truth: Path, *, name: str = "orders", seed: int = 7,
-                 log=print) -> None:
+                 log: Callable[[str], None] = print) -> None:
         env = ensure_writer_env(log=log)
-        jars = ",".join([env.spark_jars(), str(live_jar(env))])
+        jars = ",".join([env.spark_jars(), str(live_jar(env, log))])
         self.truth_dir = truth
         self.stderr_path = truth.parent / f"{truth.name}-writer.log"
         truth.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +182,7 @@ def wait_until(predicate, timeout: float, interval: float = 0.05) -> float:
         time.sleep(interval)
 
 
-if __name__ == "__main__":  # a quick manual run: python tests/live/client.py DIR
+if __name__ == "__main__":  # a quick manual run: PYTHONPATH=testbed python -m live.client DIR
     out = Path(sys.argv[1])
     with LiveWriter(out / "warehouse", out / "truth") as writer:
         print(writer.location)

@@ -1,8 +1,8 @@
 """A live Iceberg writer: commits a stream of merge-on-read changes through Apache Iceberg Java.
 
-Runs inside the corpus writer virtualenv (pyspark 3.5 + Iceberg 1.10.2), never in the test
-environment: the end-to-end tests, the service tests and `make demo` drive it over stdin and
-stdout (see `tests/live/client.py`). Every commit goes through Iceberg Java's own API and
+Runs inside the Iceberg Java writer virtualenv (pyspark 3.5 + Iceberg 1.10.2, testbed's
+`writer_env`), never in meltwater's environment: the service tests and `make demo` drive it
+over stdin and stdout (see `client.py`). Every commit goes through Iceberg Java's own API and
 writers, as a CDC writer would commit:
 
 - `append`: new rows, one data file per partition;
@@ -35,11 +35,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "corpus" / "writer"))
-
-from generate import spark_session  # the corpus writer's session and catalog
-from recorder import CATALOG, NAMESPACE
-
+CATALOG = "local"  # a Hadoop catalog: the table is a plain directory under the warehouse
+NAMESPACE = "db"
 REGIONS = ("north", "south", "east", "west")
 KINDS = ("append", "delete", "update", "equality", "upsert")
 KIND_WEIGHTS = (4, 2, 3, 2, 2)
@@ -198,6 +195,33 @@ class LiveTable:
         return {"snapshot_id": snapshot_id, "sequence_number": int(snapshot.sequenceNumber()),
                 "kind": kind, "committed_at": committed_at, "truth": path,
                 "rows": len(self.live)}
+
+
+def spark_session(warehouse: Path, jars: str) -> Any:
+    """Iceberg Java 1.10.2 on a local[2] Spark 3.5 with a Hadoop catalog at `warehouse`; as
+    the corpus writer's session, so a live table is written as the corpus tables are."""
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("meltwater-live-writer")
+        .config("spark.jars", jars)
+        .config("spark.sql.extensions",
+                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
+        .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
+        .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(warehouse))
+        .config(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .getOrCreate()
+    )
 
 
 def main() -> int:

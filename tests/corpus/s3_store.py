@@ -26,25 +26,15 @@ takes every file, for catalogs other than the REST one.
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from local_bucket import Uploaded, upload_objects
+
 from corpus.loader import Corpus
 
 BUCKETS_DIR = "bucket"  # <corpus>/bucket/<bucket>/<key>, written by LocalBucketFileSystem
-
-
-@dataclass(frozen=True)
-class Uploaded:
-    """What upload_corpus copied: how many objects, how many bytes, how long it took."""
-
-    files: int
-    bytes: int
-    seconds: float
 
 
 def stored_objects(corpus: Corpus) -> dict[str, Path]:
@@ -93,22 +83,6 @@ def upload_corpus(corpus: Corpus, fs: Any, catalog: Any | None = None,
     else:
         objects = {k: v for name in names for k, v in scenario_objects(corpus, name).items()}
     return upload_objects(objects, fs, threads)
-
-
-def upload_objects(objects: dict[str, Path], fs: Any, threads: int = 8) -> Uploaded:
-    """PUT each local file to `fs` (a pyarrow FileSystem) at its `<bucket>/<key>`, as is."""
-    started = time.monotonic()
-
-    def put(item: tuple[str, Path]) -> int:
-        key, path = item
-        data = path.read_bytes()
-        with fs.open_output_stream(key) as out:
-            out.write(data)
-        return len(data)
-
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        sizes = list(pool.map(put, objects.items()))
-    return Uploaded(len(sizes), sum(sizes), time.monotonic() - started)
 
 
 def register_tables(corpus: Corpus, catalog: Any, namespace: str,

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from service_process import ServiceProcess
+from setup_steps import announce
 
 from live.client import LiveWriter
-from service_tests.harness import ServiceProcess
 
 
 class Serve:
@@ -27,8 +28,8 @@ class Serve:
     def __init__(self) -> None:
         self.started: list[ServiceProcess] = []
 
-    def start(self, config: Path, port: int, log: Path, *, echo: bool = False) -> ServiceProcess:
-        service = ServiceProcess(config, port, log, echo=echo)
+    def start(self, config: Path, port: int, log: Path) -> ServiceProcess:
+        service = ServiceProcess(config, port, log)
         self.started.append(service)
         return service
 
@@ -67,6 +68,7 @@ def live_writer(tmp_path):
     writers: list[LiveWriter] = []
 
     def start(**options) -> LiveWriter:
+        options.setdefault("log", announce)  # building the writer: lines to the terminal
         writer = LiveWriter(tmp_path / "warehouse", tmp_path / "truth", **options)
         writers.append(writer)
         return writer

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+from service_process import Pipeline, write_config
 
 from corpus.compare import row_multiset
 from meltwater.stream import changes
-from service_tests.harness import Pipeline, write_config
 
 
 def committed_files(archive: Path) -> list[Path]:

@@ -21,11 +21,11 @@ import psycopg
 import pyarrow as pa
 from http_counter import CountingProxy
 from loopback_ports import free_port
+from service_process import Pipeline, write_config
 
 from corpus.compare import row_multiset
 from corpus.pyiceberg_writer import SCHEMA
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import Pipeline, write_config
 
 TABLE = "orders_svc"
 KILLS = 5

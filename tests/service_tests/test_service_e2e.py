@@ -1,7 +1,7 @@
 """End to end, on loopback: Apache Iceberg Java commits, `meltwater serve` mirrors into
 PostgreSQL, and after every commit the mirror is exactly what Iceberg Java reads.
 
-Each test runs the live writer (`tests/live`) and the service as separate processes, as in
+Each test runs the live writer (`testbed/live`) and the service as separate processes, as in
 production; the judge is Iceberg Java's own read of each snapshot (`truth_table`).
 """
 
@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from loopback_ports import free_port
+from service_process import Pipeline, write_config
 
 from live.client import Commit, LiveWriter, truth_table, wait_until
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import Pipeline, write_config
 from service_tests.mirror_check import differences, mirror_state, read_state, same_rows
 
 

@@ -14,17 +14,11 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 from loopback_ports import free_port
+from service_process import Pipeline, command_line, descendants, running, write_config
 
 from meltwater.sinks.mirror_stream import ledger_name
 from meltwater.stream import changes
-from service_tests.harness import (
-    Pipeline,
-    command_line,
-    descendants,
-    log_records,
-    running,
-    write_config,
-)
+from service_tests.harness import log_records
 
 DUPLICATE = "choose key columns that are unique"
 
