@@ -7,11 +7,16 @@ Layers, from the top: cli > service > sinks > stream.spark > stream.watch > stre
 `meltwater.stream` package is the Python API and may import `stream.engine` and, lazily,
 `stream.spark`. `meltwater.stream.errors`, the stream layer's one errors module, sits with
 the engine so that all three stream subpackages can raise its errors.
+
+And nothing outside tests/ uses tests/: the product, deploy/ (`make demo`), bench/ and
+testbed/ (what the tests, the demo and the benchmarks share) import no module of the test
+suite and put no path into tests/ on sys.path (or anywhere else).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -119,3 +124,102 @@ def test_no_cycles():
         if node not in index:
             visit(node)
     assert not cycles, f"import cycles: {cycles}"
+
+
+# -- nothing outside tests/ uses tests/ ------------------------------------------------------
+# `make demo` once imported the tests' service harness and broke when a test refactor moved
+# a function. What the demo and the benchmarks share with the tests lives in testbed/.
+
+TESTS = ROOT / "tests"
+OUTSIDE_TESTS = (*FOLDERS.values(), "deploy", "bench", "testbed")
+# A path naming the tests folder: "tests", "../tests/x", f"{ROOT}/tests"; not "my_tests".
+TESTS_PATH = re.compile(r"(^|/)tests(/|$)")
+
+
+def _top_level_names(folder: Path) -> set[str]:
+    """The modules and packages `folder` provides when it is on sys.path."""
+    return ({p.stem for p in folder.glob("*.py")}
+            | {p.name for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"})
+
+
+TEST_NAMES = _top_level_names(TESTS)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes (prose may name a test file)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def references_to_tests(source: str, own_names: set[str]) -> list[str]:
+    """What in `source` reaches into tests/: imports of a module only tests/ provides (at any
+    depth, `importlib.import_module("x")` and `__import__` included) and string constants
+    that are a path into tests/ (a sys.path entry, a script to run, PYTHONPATH). `own_names`:
+    the modules the file's own folder provides, which its imports mean first."""
+    tree = ast.parse(source)
+    docstrings = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ast.unparse(node.func) in ("importlib.import_module", "import_module",
+                                             "__import__")):
+            names = [node.args[0].value]
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and id(node) not in docstrings and TESTS_PATH.search(node.value)):
+            found.append(f"line {node.lineno}: path into tests/ {node.value!r}")
+        for name in names:
+            top = name.split(".")[0]
+            if top in TEST_NAMES and top not in own_names:
+                found.append(f"line {node.lineno}: imports {name} (tests/{top})")
+    return found
+
+
+def _outside_files() -> list[Path]:
+    return sorted(p for folder in OUTSIDE_TESTS for p in (ROOT / folder).rglob("*.py"))
+
+
+def test_the_tests_references_check_catches_what_broke_the_demo():
+    """Guards the next test: the old demo's lines are found (it put tests/ on sys.path and
+    imported the service tests' harness), a docstring naming a test file is not."""
+    old_demo = ('"""Checks like tests/live/client.py."""\n'
+                'sys.path.insert(0, str(ROOT / "tests"))\n'
+                "from service_tests.harness import Pipeline\n"
+                "from live.client import LiveWriter\n")
+    found = references_to_tests(old_demo, set())
+    assert sorted(line.split(":")[0] for line in found) == ["line 2", "line 3"]
+    assert len(_outside_files()) > 100
+
+
+@pytest.mark.parametrize("path", _outside_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_outside_tests_uses_tests(path):
+    found = references_to_tests(path.read_text(), _top_level_names(path.parent))
+    assert not found, (f"{path.relative_to(ROOT)} reaches into tests/ (move what it needs "
+                       f"to testbed/): {found}")
+
+
+def test_tests_and_testbed_share_no_module_name():
+    """Both are on the tests' sys.path (pyproject's pytest pythonpath): a name in both
+    would import whichever comes first, silently."""
+    assert not TEST_NAMES & _top_level_names(ROOT / "testbed")
+
+
+def test_no_product_folder_is_a_top_level_module_in_tests(pytestconfig):
+    """The tests' sys.path entries (pyproject's pytest pythonpath) hold no folder of the
+    product: from the repository's root, `import service` would load service/ a second time,
+    as another module than meltwater.service, with its own state."""
+    entries = [Path(entry) for entry in pytestconfig.getini("pythonpath")]
+    assert {entry.name for entry in entries} >= {"tests", "testbed"}
+    shadowing = [str(entry / folder) for entry in entries for folder in FOLDERS
+                 if (entry / folder / "__init__.py").exists()]
+    assert not shadowing, f"product folders importable by their bare name: {shadowing}"
