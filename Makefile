@@ -14,21 +14,27 @@ sysdeps:
 	@if ! command -v javac >/dev/null || [ ! -f /usr/share/java/jarjar.jar ] \
 	    || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 	    || ! ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1; then \
-	  echo "installing openjdk-17-jdk-headless, libjarjar-java, postgresql and libnss-wrapper"; \
+	  echo "installing the system packages openjdk-17-jdk-headless, libjarjar-java, postgresql and libnss-wrapper (apt-get; minutes)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    openjdk-17-jdk-headless libjarjar-java postgresql libnss-wrapper >/dev/null; \
 	fi
 
 $(BIN)/meltwater: pyproject.toml
+	@echo "creating the virtualenv $(VENV) and installing meltwater into it, editable, with its"
+	@echo "dev dependencies (pip: pyspark, pyarrow, pytest, mypy, SeaweedFS...; minutes the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
 # The main job on embedded defaults: Iceberg Java commits merge-on-read changes to a local
-# table while `meltwater serve` mirrors it into SQLite; ends by checking mirror == table.
+# table while `meltwater serve` mirrors it into SQLite, and the demo checks mirror == table
+# after every commit. Builds what it needs itself (the Iceberg Java writer environment too),
+# so it runs on a fresh clone before `make test`. CI runs a shorter one, DEMO_COMMITS=8.
+DEMO_COMMITS ?= 25
+
 demo: sysdeps $(BIN)/meltwater
-	$(BIN)/python deploy/demo.py
+	$(BIN)/python deploy/demo.py --commits $(DEMO_COMMITS)
 
 # mypy (the typecheck target), then ruff; `make test` runs this first, so CI does too.
 lint: $(BIN)/meltwater typecheck
