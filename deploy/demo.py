@@ -204,7 +204,9 @@ def main() -> int:
     except (DemoError, LiveWriterError, WriterEnvError, AssertionError) as error:
         # AssertionError: ServiceProcess.wait_running's "service not running" with its log
         say(f"FAILED: {error}")
-        say(f"logs: {work / 'service.log'}, {work / 'truth-writer.log'}")
+        logs = [str(log) for log in (work / "service.log", work / "truth-writer.log")
+                if log.exists()]
+        say(f"logs: {', '.join(logs)}")
         return 1
     median = statistics.median(latencies)
     p95 = sorted(latencies)[max(0, round(0.95 * len(latencies)) - 1)]
