@@ -1,0 +1,72 @@
+"""Inputs the `meltwater` command once answered with a traceback or a wrong answer (issue 23),
+on tables written by Iceberg Java: each is now one line naming the option as the user wrote
+it, exit status 2, or a defined answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from meltwater.planner.metadata import load_table
+
+MELTWATER = Path(sys.executable).parent / "meltwater"
+
+
+def meltwater(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(MELTWATER), *args], capture_output=True, text=True, timeout=120,
+                          env=None if env is None else {**os.environ, **env})
+
+
+def refused(result: subprocess.CompletedProcess) -> str:
+    """The one line of a refusal: exit status 2, nothing on stdout, one line on stderr."""
+    assert result.returncode == 2, (result.returncode, result.stdout[:300], result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def answered(result: subprocess.CompletedProcess) -> list[dict]:
+    """The rows of a `--format jsonl` answer with exit status 0."""
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+# -- change range starts ------------------------------------------------------------------
+
+
+def test_a_start_sequence_number_beyond_the_head_is_refused_as_an_end_one_is(corpus):
+    """random_mix's head is sequence number 16: `--from-sequence 9999` named no commit and
+    answered an empty range with exit 0, while `--to-sequence 9999` was refused."""
+    location = corpus.scenarios["random_mix"].location
+    head = load_table(location).metadata.current_snapshot
+    assert head.sequence_number == 16
+    for option in ("--from-sequence", "--to-sequence"):
+        line = refused(meltwater("changes", location, option, "9999"))
+        assert line == (f"meltwater: {option} 9999 is beyond the table's head (sequence number "
+                        f"16, snapshot {head.snapshot_id})")
+    # the head itself as the start: nothing since
+    assert answered(meltwater("changes", location, "--from-sequence", "16",
+                              "--format", "jsonl")) == []
+    last = answered(meltwater("changes", location, "--from-sequence", "15",
+                              "--format", "jsonl"))
+    assert last and {r["_commit_snapshot_id"] for r in last} == {head.snapshot_id}
+
+
+def test_other_starts_past_the_head(corpus):
+    """A snapshot id the table does not have is refused; a time after the head's commit
+    (even one to come) is a moment with nothing committed since, as Iceberg Java's
+    changelog scan answers it: empty, exit 0."""
+    location = corpus.scenarios["random_mix"].location
+    line = refused(meltwater("changes", location, "--from-snapshot", "42"))
+    assert line.startswith("meltwater: --from-snapshot 42 is not a snapshot of table ")
+    head = load_table(location).metadata.current_snapshot
+    for start in (str(head.timestamp_ms + 1), "2999-01-01T00:00:00Z"):
+        assert answered(meltwater("changes", location, "--from-timestamp", start,
+                                  "--format", "jsonl")) == []
+
+
