@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.errors import MeltwaterError, NoSuchSnapshotError
 from meltwater.planner.expressions import TRUE
 from meltwater.planner.metadata import load_table
 from meltwater.planner.table_source import TableSource, parse_table_source
@@ -82,8 +82,35 @@ def add_table_selection(parser: argparse.ArgumentParser) -> None:
 
 def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
     return dict(snapshot_id=args.snapshot, ref=args.ref,
-                as_of_ms=parse_timestamp_ms(args.as_of) if args.as_of else None,
+                as_of_ms=parse_timestamp_ms(args.as_of) if args.as_of is not None else None,
                 filter=args.filter if args.filter else TRUE, columns=_columns(args.columns))
+
+
+def _snapshot_option(args: argparse.Namespace) -> str | None:
+    """The option choosing the snapshot, as the user wrote it (`--as-of 2026-11-01T00:00:00Z`),
+    or None for the current snapshot."""
+    if args.snapshot is not None:
+        return f"--snapshot {args.snapshot}"
+    if args.as_of is not None:
+        return f"--as-of {args.as_of}"
+    if args.ref is not None:
+        return f"--ref {args.ref!r}"
+    return None
+
+
+def _planned(args: argparse.Namespace) -> Any:
+    """The scan the command line asks for, planned; a snapshot it names that is not there
+    is refused naming the option as given (the planner speaks of ids and milliseconds)."""
+    from meltwater.stream.engine.scan import plan
+
+    table = load_table(table_source_of(args))
+    try:
+        return plan(table, **_plan_args(args))
+    except NoSuchSnapshotError as error:
+        option = _snapshot_option(args)
+        if option is None:
+            raise
+        raise NoSuchSnapshotError(f"{option}: {error}") from error
 
 
 # A snapshot summary's counts, by the column names `snapshots` gives them. Iceberg Java
@@ -198,11 +225,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
     """`meltwater scan`: write a table's rows at a snapshot, deletes applied."""
     from meltwater.cli.progress import Progress, wanted
     from meltwater.stream.engine.output import write_stream
-    from meltwater.stream.engine.scan import plan, read_plan
+    from meltwater.stream.engine.scan import read_plan
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
-    planned = plan(load_table(table_source_of(args)), **_plan_args(args))
+    planned = _planned(args)
     files = len({t.data_file.file_path for t in planned.tasks})
     with Progress("scan", args.table, enabled=wanted(args.output),
                   details=lambda: [_plural(files, "file")]) as progress:
@@ -221,9 +248,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """`meltwater plan`: show how a scan is planned (pruning counts and task groups) without
     reading data."""
     from meltwater.stream.engine.output_file import output_destination
-    from meltwater.stream.engine.scan import plan
 
-    planned = plan(load_table(table_source_of(args)), **_plan_args(args))
+    planned = _planned(args)
     scan = planned.scan
     snapshot = scan.snapshot
     report: dict[str, Any] = {

@@ -50,13 +50,15 @@ class RangeBound:
     """One end of a change range, as a caller gave it.
 
     `option` is what the caller calls this bound (`--from-timestamp`, `startingVersion`,
-    `from_timestamp_ms`); every refusal that involves the bound names it so.
+    `from_timestamp_ms`); every refusal that involves the bound names it so, with the value
+    as the caller wrote it (`given`, when that is not the value: an ISO-8601 time).
     """
 
     kind: BoundKind
     value: int | str
     inclusive: bool
     option: str
+    given: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind is BoundKind.REF:
@@ -78,6 +80,8 @@ class RangeBound:
         return cls(kind, value, True, option)
 
     def __str__(self) -> str:
+        if self.given is not None:
+            return f"{self.option} {self.given}"
         value = repr(self.value) if self.kind is BoundKind.REF else str(self.value)
         return f"{self.option} {value}"
 
@@ -120,10 +124,14 @@ class RangeRequest:
 
 
 def given_bounds(options: Mapping[str, tuple[BoundKind, int | str | None]], *,
-                 inclusive: bool) -> list[RangeBound]:
+                 inclusive: bool, given: Mapping[str, str | None] | None = None,
+                 ) -> list[RangeBound]:
     """The bounds of the options a caller has that were set: option name -> (kind, value,
-    None when not set). For `RangeRequest.of`, which refuses more than one per end."""
-    return [RangeBound(kind, value, inclusive, option)
+    None when not set); `given`: option name -> the text the caller wrote, where the value
+    was converted from it (an ISO-8601 time). For `RangeRequest.of`, which refuses more
+    than one per end."""
+    texts = given or {}
+    return [RangeBound(kind, value, inclusive, option, texts.get(option))
             for option, (kind, value) in options.items() if value is not None]
 
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from meltwater.planner.metadata import load_table
 
 MELTWATER = Path(sys.executable).parent / "meltwater"
@@ -68,5 +70,50 @@ def test_other_starts_past_the_head(corpus):
     for start in (str(head.timestamp_ms + 1), "2999-01-01T00:00:00Z"):
         assert answered(meltwater("changes", location, "--from-timestamp", start,
                                   "--format", "jsonl")) == []
+
+
+# -- errors name the option as the user wrote it -----------------------------------------
+
+
+def test_compute_updates_without_identifier_fields_names_identifier_columns(corpus):
+    location = corpus.scenarios["mor_partitioned"].location
+    assert corpus.scenarios["mor_partitioned"].record["identifier_fields"] == []
+    assert refused(meltwater("changes", location, "--compute-updates")) == (
+        "meltwater: --compute-updates needs identifier columns to pair updates by: the table "
+        "has no identifier fields, so give them with --identifier-columns")
+    assert refused(meltwater("changes", location, "--identifier-columns", "id,nope")) == (
+        "meltwater: --identifier-columns: unknown column 'nope' (columns: id, category, "
+        "amount, ts)")
+
+
+@pytest.mark.parametrize("command", ["scan", "plan"])
+def test_a_time_before_the_first_snapshot_names_as_of_and_the_time_given(corpus, command):
+    location = corpus.scenarios["mor_partitioned"].location
+    line = refused(meltwater(command, location, "--as-of", "2026-11-01T00:00:00Z"))
+    assert line == (f"meltwater: --as-of 2026-11-01T00:00:00Z: table {location} has no "
+                    "snapshot at or before 1793491200000 ms")
+    assert refused(meltwater(command, location, "--snapshot", "42")).startswith(
+        "meltwater: --snapshot 42: snapshot 42 does not exist in table ")
+    assert refused(meltwater(command, location, "--ref", "nope")).startswith(
+        f"meltwater: --ref 'nope': table {location} has no branch or tag 'nope'")
+
+
+def test_range_times_are_named_as_given(corpus):
+    location = corpus.scenarios["mor_partitioned"].location
+    assert refused(meltwater("changes", location, "--to-timestamp",
+                             "2026-11-01T00:00:00Z")) == (
+        "meltwater: --to-timestamp 2026-11-01T00:00:00Z: no snapshot at or before "
+        "1793491200000 ms")
+    line = refused(meltwater("changes", location, "--from-timestamp", "2027-01-01T00:00:00Z",
+                             "--to-timestamp", "2026-12-01T00:00:00+01:00"))
+    assert line == ("meltwater: --from-timestamp 2027-01-01T00:00:00Z is later than "
+                    "--to-timestamp 2026-12-01T00:00:00+01:00: the range's start must not be "
+                    "after its end")
+
+
+def test_an_empty_as_of_is_refused_not_read_as_the_current_snapshot(corpus):
+    location = corpus.scenarios["mor_partitioned"].location
+    assert refused(meltwater("scan", location, "--as-of", "")) == (
+        "meltwater: --as-of '': expected milliseconds or an ISO-8601 time")
 
 
