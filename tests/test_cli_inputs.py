@@ -117,3 +117,28 @@ def test_an_empty_as_of_is_refused_not_read_as_the_current_snapshot(corpus):
         "meltwater: --as-of '': expected milliseconds or an ISO-8601 time")
 
 
+# -- pyiceberg's configuration file ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("catalog:\n  lake:\n    uri: [http://x\n",
+     "not valid YAML (line 3: Found ugly disallowed JSONesque flow mapping"),
+    ("catalog:\n  lake:\n    uri: x\n   warehouse: y\n",
+     "not valid YAML (line 4: expected <block end>, but found '<block mapping start>')"),
+    ("- catalog\n- lake\n", "holds a list, not a mapping of settings"),
+    ("lake\n", "holds a single value, not a mapping of settings"),
+    ("catalog: lake\n", "Catalog configurations needs to be an object"),
+])
+def test_a_malformed_pyiceberg_yaml_is_one_line_naming_the_file(tmp_path, content, problem):
+    """pyiceberg reads `.pyiceberg.yaml` from $PYICEBERG_HOME, then the home directory;
+    its parser's traceback (or `AttributeError: 'list' object has no attribute 'items'`)
+    reached the user."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".pyiceberg.yaml").write_text(content)
+    env = {"HOME": str(home), "PYICEBERG_HOME": str(home)}
+    line = refused(meltwater("scan", "lake.db.orders", env=env))
+    assert line.startswith(f"meltwater: pyiceberg configuration {home / '.pyiceberg.yaml'}"), line
+    assert problem in line, line
+
+
