@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from meltwater.cli.table_commands import (
     OUTPUT_HELP,
+    TEXT_VALUES_HELP,
     TIME_HELP,
     UsageError,
     add_table_argument,
@@ -164,6 +165,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     changes.add_argument("--format", default="table",
                          choices=("table", "jsonl", "csv", "parquet", "debezium-jsonl"),
                          help="table (default, for people), jsonl, csv, parquet (needs "
-                              "--output), or debezium-jsonl (one Debezium event a line)")
+                              "--output), or debezium-jsonl (one Debezium event a line); "
+                              f"{TEXT_VALUES_HELP}")
     changes.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     changes.set_defaults(handler=cmd_changes, one_shot=True)

@@ -49,6 +49,9 @@ TIME_HELP = ("milliseconds since the epoch, or an ISO-8601 time such as 2026-11-
 OUTPUT_HELP = ("write to this file instead of stdout; it is written beside PATH and renamed "
                "into place once complete, so an error leaves an existing file as it was")
 
+TEXT_VALUES_HELP = ("jsonl and csv write bytes (binary, fixed, uuid) in base64, and csv "
+                    "writes struct, list and map values as JSON text")
+
 TABLE_HELP = ("the table: catalog.namespace.table (a catalog pyiceberg's configuration "
               "defines, ~/.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__<KEY>), or a location: "
               "a directory holding metadata/ (local, s3://, gs://, ...) or a metadata file")
@@ -332,8 +335,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_table_selection(scan)
     scan.add_argument("--format", choices=("table", "jsonl", "csv", "parquet"),
                       default="table",
-                      help="table (default, for people), jsonl, csv, or parquet (needs "
-                           "--output)")
+                      help=f"table (default, for people), jsonl, csv, or parquet (needs "
+                           f"--output); {TEXT_VALUES_HELP}")
     scan.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     scan.add_argument("--limit", type=int, metavar="N", help="return at most N rows")
     scan.set_defaults(handler=cmd_scan, one_shot=True)
