@@ -21,8 +21,9 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
+from meltwater.planner.deadlines import call_within
 from meltwater.planner.errors import CatalogError, NoSuchTableError, redact_url
 
 TIMEOUT_PROPERTY = "meltwater.timeout"
@@ -155,27 +156,11 @@ def _timeout(properties: Mapping[str, str], name: str) -> float:
 
 def _bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     """`call()`, or a CatalogError after `seconds`: pyiceberg's HTTP calls carry no timeout,
-    and a catalog behind a dropped route would hold the caller for minutes. The call runs
-    in a daemon thread, which goes on until the OS gives up, but holds nobody up: not the
-    caller, not the interpreter's exit (a pool's worker threads would be joined at exit)."""
-    outcome: list[tuple[bool, Any]] = []
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            outcome.append((True, call()))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller, raised there
-            outcome.append((False, error))
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name="meltwater-catalog", daemon=True).start()
-    if not done.wait(seconds):
-        raise CatalogError(f"{what}: no answer within {seconds:g} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return cast(T, value)
+    and a catalog behind a dropped route would hold the caller for minutes
+    (`meltwater.planner.deadlines`)."""
+    return call_within(call, seconds,
+                       lambda: CatalogError(f"{what}: no answer within {seconds:g} s"),
+                       name="meltwater-catalog")
 
 
 _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
