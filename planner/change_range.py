@@ -267,9 +267,15 @@ def _resolve_end(metadata: TableMetadata, bound: RangeBound | None) -> Snapshot 
 def _check_within_head(metadata: TableMetadata, bound: RangeBound) -> None:
     """Refuse a sequence number beyond the head's, as a start or an end: it names no
     commit of the table (a time after the head's commit is a moment that came, and the
-    range after it is empty; a snapshot id or ref is checked by looking it up)."""
+    range after it is empty; a snapshot id or ref is checked by looking it up). And any
+    sequence number on a format v1 table, whose commits all carry 0: a start at 0 would
+    read none of them and an end at 0 all, neither what was meant."""
     if bound.kind is not BoundKind.SEQUENCE:
         return
+    if metadata.format_version == 1:
+        raise InvalidRangeError(f"{bound}: table {metadata.location} is format version 1, "
+                                "whose commits carry no sequence numbers (all are 0); give "
+                                "the range by snapshot id, time or ref")
     current = metadata.current_snapshot
     head = current.sequence_number if current is not None else 0
     if int(bound.value) > head:

@@ -184,3 +184,18 @@ def test_changes_csv_writes_bytes_as_its_jsonl_does(corpus):
     assert len(rows) == len(cells) > 0
     expected = [[str(r["id"]), "" if r["bin"] is None else f'"{r["bin"]}"'] for r in rows]
     assert sorted(expected) == sorted(cells)  # the rows of a commit come in no fixed order
+
+
+# -- found reading the entry points ------------------------------------------------------
+
+
+def test_sequence_bounds_on_a_format_v1_table_are_refused(corpus):
+    """Every commit of a v1 table carries sequence number 0: `--from-sequence 0` answered
+    no changes and `--to-sequence 0` all of them, exit 0 both."""
+    location = corpus.scenarios["format_v1"].location
+    assert {s.sequence_number for s in load_table(location).metadata.snapshots.values()} == {0}
+    for option in ("--from-sequence", "--to-sequence"):
+        assert refused(meltwater("changes", location, option, "0")) == (
+            f"meltwater: {option} 0: table {location} is format version 1, whose commits "
+            "carry no sequence numbers (all are 0); give the range by snapshot id, time or "
+            "ref")
