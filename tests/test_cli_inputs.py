@@ -199,3 +199,10 @@ def test_sequence_bounds_on_a_format_v1_table_are_refused(corpus):
             f"meltwater: {option} 0: table {location} is format version 1, whose commits "
             "carry no sequence numbers (all are 0); give the range by snapshot id, time or "
             "ref")
+
+
+def test_a_location_with_catalog_is_refused_not_read_as_an_identifier(corpus):
+    location = corpus.scenarios["mor_partitioned"].location
+    assert refused(meltwater("scan", location, "--catalog", "lake")) == (
+        f"meltwater: table {location!r} is a location, not namespace.table in catalog "
+        "'lake': give one or the other")
