@@ -206,3 +206,17 @@ def test_a_location_with_catalog_is_refused_not_read_as_an_identifier(corpus):
     assert refused(meltwater("scan", location, "--catalog", "lake")) == (
         f"meltwater: table {location!r} is a location, not namespace.table in catalog "
         "'lake': give one or the other")
+
+
+def test_csv_without_rows_has_the_header_csv_with_rows_has(corpus):
+    """Quoted, as Arrow writes it above rows: the header of an empty result was the names
+    joined bare, which a comma or quote in a name would shift."""
+    location = corpus.scenarios["mor_partitioned"].location
+    some = meltwater("scan", location, "--format", "csv", "--limit", "1")
+    none = meltwater("scan", location, "--format", "csv", "--limit", "0")
+    empty_table = meltwater("changes", location + "/metadata/v1.metadata.json", "--format",
+                            "csv")
+    assert some.returncode == none.returncode == empty_table.returncode == 0
+    header = '"id","category","amount","ts"\n'
+    assert none.stdout == some.stdout.splitlines(keepends=True)[0] == header
+    assert empty_table.stdout.startswith('"id","category","amount","ts","_change_type",')

@@ -101,6 +101,14 @@ def _csv_text(batch: pa.RecordBatch, first: bool) -> pa.Buffer:
     return csv_text(_csv_columns(batch), header=first)
 
 
+def _csv_header(names: list[str]) -> bytes:
+    """The header alone, for a result without rows: as Arrow writes it above rows (names
+    quoted, so a comma or quote in one cannot shift the columns)."""
+    no_rows = pa.RecordBatch.from_arrays([pa.nulls(0, pa.string()) for _ in names],
+                                         names=names)
+    return csv_text(no_rows, header=True).to_pybytes()
+
+
 def _write_text(reader: pa.RecordBatchReader, output: str | None,
                 render: Callable[[pa.RecordBatch, bool], pa.Buffer | bytes],
                 empty: bytes = b"") -> int:
@@ -263,8 +271,7 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
     if fmt == "parquet":
         return _write_parquet(reader, output)
     if fmt == "csv":
-        return _write_text(reader, output, _csv_text,
-                           empty=(",".join(reader.schema.names) + "\n").encode())
+        return _write_text(reader, output, _csv_text, empty=_csv_header(reader.schema.names))
     if fmt == "jsonl":
         return _write_text(reader, output, _jsonl_text)
     with output_destination(output, text=True) as handle:
