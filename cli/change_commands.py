@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.cli.table_commands import (
-    OUTPUT_HELP,
     TEXT_VALUES_HELP,
     TIME_HELP,
     UsageError,
+    add_output_argument,
     add_table_argument,
     parse_timestamp_ms,
     table_source_of,
@@ -167,5 +167,5 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="table (default, for people), jsonl, csv, parquet (needs "
                               "--output), or debezium-jsonl (one Debezium event a line); "
                               f"{TEXT_VALUES_HELP}")
-    changes.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
+    add_output_argument(changes)
     changes.set_defaults(handler=cmd_changes, one_shot=True)

@@ -57,6 +57,19 @@ TABLE_HELP = ("the table: catalog.namespace.table (a catalog pyiceberg's configu
               "a directory holding metadata/ (local, s3://, gs://, ...) or a metadata file")
 
 
+def output_path(text: str) -> str:
+    """An `--output` value: a path, never empty (an empty one, `--output "$UNSET"`, was
+    taken for no --output and the rows went to stdout)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty value")
+    return text
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """`--output PATH`, the same for every command that writes rows."""
+    parser.add_argument("--output", metavar="PATH", type=output_path, help=OUTPUT_HELP)
+
+
 def add_table_argument(parser: argparse.ArgumentParser) -> None:
     """TABLE and --catalog, the same for every command that reads a table."""
     parser.add_argument("table", metavar="TABLE", help=TABLE_HELP)
@@ -328,7 +341,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     snapshots.add_argument("--format", choices=("table", "jsonl", "csv"), default="table",
                            help="table (default: counts paired as +added/-removed, for "
                                 "people), or jsonl or csv (a column per count)")
-    snapshots.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
+    add_output_argument(snapshots)
     snapshots.set_defaults(handler=cmd_snapshots, one_shot=True)
 
     scan = commands.add_parser("scan", help="read a table at a snapshot, deletes applied")
@@ -337,7 +350,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                       default="table",
                       help=f"table (default, for people), jsonl, csv, or parquet (needs "
                            f"--output); {TEXT_VALUES_HELP}")
-    scan.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
+    add_output_argument(scan)
     scan.add_argument("--limit", type=int, metavar="N", help="return at most N rows")
     scan.set_defaults(handler=cmd_scan, one_shot=True)
 

@@ -220,3 +220,11 @@ def test_csv_without_rows_has_the_header_csv_with_rows_has(corpus):
     header = '"id","category","amount","ts"\n'
     assert none.stdout == some.stdout.splitlines(keepends=True)[0] == header
     assert empty_table.stdout.startswith('"id","category","amount","ts","_change_type",')
+
+
+@pytest.mark.parametrize("command", ["snapshots", "scan", "changes"])
+def test_an_empty_output_path_is_refused_not_taken_for_stdout(corpus, command):
+    """`--output "$UNSET"` wrote the rows to stdout, exit 0, and no file."""
+    location = corpus.scenarios["mor_partitioned"].location
+    assert refused(meltwater(command, location, "--format", "jsonl", "--output", "")) == (
+        f"meltwater {command}: error: argument --output: expected a path, got an empty value")
