@@ -127,6 +127,8 @@ def _end_now(status: int) -> None:
     if _threads_at_work():
         return
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when the process started (`>&-`): nothing to flush
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # a reader gone, or closed: nothing more to say

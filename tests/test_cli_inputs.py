@@ -228,3 +228,17 @@ def test_an_empty_output_path_is_refused_not_taken_for_stdout(corpus, command):
     location = corpus.scenarios["mor_partitioned"].location
     assert refused(meltwater(command, location, "--format", "jsonl", "--output", "")) == (
         f"meltwater {command}: error: argument --output: expected a path, got an empty value")
+
+
+@pytest.mark.parametrize("args", [["scan", "--format", "jsonl"], ["scan"], ["plan"],
+                                  ["changes", "--format", "csv"],
+                                  ["changes", "--format", "debezium-jsonl"]])
+def test_a_closed_stdout_is_one_line(corpus, args):
+    """`meltwater scan T >&-`: Python leaves sys.stdout None, and writing to it was an
+    AttributeError traceback; `cat` says it cannot write, and so do we."""
+    location = corpus.scenarios["mor_partitioned"].location
+    result = subprocess.run([str(MELTWATER), args[0], location, *args[1:]],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            timeout=120, preexec_fn=lambda: os.close(1))
+    assert (result.returncode, result.stderr) == (
+        2, "meltwater: cannot write to stdout: it is closed\n")

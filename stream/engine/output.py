@@ -13,7 +13,6 @@ import contextlib
 import functools
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -120,8 +119,6 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
         index, batch = numbered
         return batch.num_rows, render(batch, index == 0)
 
-    if not output:
-        sys.stdout.flush()  # the bytes go to its buffer, after any text already printed
     with output_destination(output, text=False) as binary, \
             contextlib.closing(ordered_map(job, enumerate(reader))) as rendered:
         if not output:  # a pipe or terminal: written here, where a signal interrupts it

@@ -209,6 +209,10 @@ def output_destination(output: str | os.PathLike[str] | None, *, text: bool) -> 
     """Where a command's output goes: stdout when `output` is None or empty (flushed at the
     end, never closed), else a `replacing_file` for that path."""
     if not output:
+        if sys.stdout is None:  # Python's stdout when the process started with fd 1 closed
+            raise OutputFileError("cannot write to stdout: it is closed")
+        if not text:
+            sys.stdout.flush()  # the bytes go to its buffer, after any text already printed
         stream: IO = sys.stdout if text else sys.stdout.buffer
         with _named("to stdout"):
             try:
