@@ -10,9 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.cli.table_commands import (
-    OUTPUT_HELP,
+    TEXT_VALUES_HELP,
     TIME_HELP,
     UsageError,
+    add_output_argument,
     add_table_argument,
     parse_timestamp_ms,
     table_source_of,
@@ -49,9 +50,10 @@ def range_request(args: argparse.Namespace) -> RangeRequest:
             "--to-sequence": (BoundKind.SEQUENCE, args.to_sequence),
             "--to-timestamp": (BoundKind.TIMESTAMP, _ms(args.to_timestamp, "--to-timestamp")),
             "--to-ref": (BoundKind.REF, args.to_ref)}
-    return RangeRequest.of(given_bounds(starts, inclusive=False),
-                           given_bounds(ends, inclusive=True), skip_expired=args.skip_expired,
-                           skip_option="--skip-expired")
+    times = {"--from-timestamp": args.from_timestamp, "--to-timestamp": args.to_timestamp}
+    return RangeRequest.of(given_bounds(starts, inclusive=False, given=times),
+                           given_bounds(ends, inclusive=True, given=times),
+                           skip_expired=args.skip_expired, skip_option="--skip-expired")
 
 
 def row_options(args: argparse.Namespace) -> RowOptions:
@@ -64,7 +66,8 @@ def row_options(args: argparse.Namespace) -> RowOptions:
         compute_updates=True if args.compute_updates else None,
         identifier_columns=_names(args.identifier_columns, "--identifier-columns"),
         keep_carryover=args.keep_carryover, appends_only=args.appends_only,
-        equality_deletes=args.equality_deletes, change_type_names=args.change_type_names)
+        equality_deletes=args.equality_deletes, change_type_names=args.change_type_names,
+        updates_option="--compute-updates", identifiers_option="--identifier-columns")
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
@@ -162,6 +165,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     changes.add_argument("--format", default="table",
                          choices=("table", "jsonl", "csv", "parquet", "debezium-jsonl"),
                          help="table (default, for people), jsonl, csv, parquet (needs "
-                              "--output), or debezium-jsonl (one Debezium event a line)")
-    changes.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
+                              "--output), or debezium-jsonl (one Debezium event a line); "
+                              f"{TEXT_VALUES_HELP}")
+    add_output_argument(changes)
     changes.set_defaults(handler=cmd_changes, one_shot=True)

@@ -4,7 +4,8 @@ Each command module registers its commands, each with its own argparse sub-parse
 Errors that are the user's (a `MeltwaterError`, or a command line argparse refuses) print
 one line and exit with status 2; anything else is a bug and keeps its traceback. Ctrl-C
 and SIGTERM unwind through the same cleanup (`meltwater.cli.signals`: an `--output` file is
-left as it was) and exit with the statuses a shell gives those signals, 130 and 143. A
+left as it was) and exit with the statuses a shell gives those signals, 130 and 143; a
+one-shot command ends so within 2 s even when a call in C holds it (its watchdog). A
 reader that closes our output early (`meltwater scan T | head`) ends the command quietly
 with status 0, as it ends `cat` or `grep`.
 """
@@ -126,6 +127,8 @@ def _end_now(status: int) -> None:
     if _threads_at_work():
         return
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when the process started (`>&-`): nothing to flush
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # a reader gone, or closed: nothing more to say
@@ -148,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
     # not walked again by every collection while a command runs (3% of a Parquet scan).
     gc.freeze()
     try:
-        with signals.signals_raise():
+        with signals.signals_raise(watchdog=getattr(args, "one_shot", False)):
             try:
                 return handler(args)
             except Exception as error:

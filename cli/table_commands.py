@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.errors import MeltwaterError, NoSuchSnapshotError
 from meltwater.planner.expressions import TRUE
 from meltwater.planner.metadata import load_table
 from meltwater.planner.table_source import TableSource, parse_table_source
@@ -49,9 +49,25 @@ TIME_HELP = ("milliseconds since the epoch, or an ISO-8601 time such as 2026-11-
 OUTPUT_HELP = ("write to this file instead of stdout; it is written beside PATH and renamed "
                "into place once complete, so an error leaves an existing file as it was")
 
+TEXT_VALUES_HELP = ("jsonl and csv write bytes (binary, fixed, uuid) in base64, and csv "
+                    "writes struct, list and map values as JSON text")
+
 TABLE_HELP = ("the table: catalog.namespace.table (a catalog pyiceberg's configuration "
               "defines, ~/.pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__<KEY>), or a location: "
               "a directory holding metadata/ (local, s3://, gs://, ...) or a metadata file")
+
+
+def output_path(text: str) -> str:
+    """An `--output` value: a path, never empty (an empty one, `--output "$UNSET"`, was
+    taken for no --output and the rows went to stdout)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty value")
+    return text
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """`--output PATH`, the same for every command that writes rows."""
+    parser.add_argument("--output", metavar="PATH", type=output_path, help=OUTPUT_HELP)
 
 
 def add_table_argument(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +98,35 @@ def add_table_selection(parser: argparse.ArgumentParser) -> None:
 
 def _plan_args(args: argparse.Namespace) -> dict[str, Any]:
     return dict(snapshot_id=args.snapshot, ref=args.ref,
-                as_of_ms=parse_timestamp_ms(args.as_of) if args.as_of else None,
+                as_of_ms=parse_timestamp_ms(args.as_of) if args.as_of is not None else None,
                 filter=args.filter if args.filter else TRUE, columns=_columns(args.columns))
+
+
+def _snapshot_option(args: argparse.Namespace) -> str | None:
+    """The option choosing the snapshot, as the user wrote it (`--as-of 2026-11-01T00:00:00Z`),
+    or None for the current snapshot."""
+    if args.snapshot is not None:
+        return f"--snapshot {args.snapshot}"
+    if args.as_of is not None:
+        return f"--as-of {args.as_of}"
+    if args.ref is not None:
+        return f"--ref {args.ref!r}"
+    return None
+
+
+def _planned(args: argparse.Namespace) -> Any:
+    """The scan the command line asks for, planned; a snapshot it names that is not there
+    is refused naming the option as given (the planner speaks of ids and milliseconds)."""
+    from meltwater.stream.engine.scan import plan
+
+    table = load_table(table_source_of(args))
+    try:
+        return plan(table, **_plan_args(args))
+    except NoSuchSnapshotError as error:
+        option = _snapshot_option(args)
+        if option is None:
+            raise
+        raise NoSuchSnapshotError(f"{option}: {error}") from error
 
 
 # A snapshot summary's counts, by the column names `snapshots` gives them. Iceberg Java
@@ -198,11 +241,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
     """`meltwater scan`: write a table's rows at a snapshot, deletes applied."""
     from meltwater.cli.progress import Progress, wanted
     from meltwater.stream.engine.output import write_stream
-    from meltwater.stream.engine.scan import plan, read_plan
+    from meltwater.stream.engine.scan import read_plan
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
-    planned = plan(load_table(table_source_of(args)), **_plan_args(args))
+    planned = _planned(args)
     files = len({t.data_file.file_path for t in planned.tasks})
     with Progress("scan", args.table, enabled=wanted(args.output),
                   details=lambda: [_plural(files, "file")]) as progress:
@@ -221,9 +264,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """`meltwater plan`: show how a scan is planned (pruning counts and task groups) without
     reading data."""
     from meltwater.stream.engine.output_file import output_destination
-    from meltwater.stream.engine.scan import plan
 
-    planned = plan(load_table(table_source_of(args)), **_plan_args(args))
+    planned = _planned(args)
     scan = planned.scan
     snapshot = scan.snapshot
     report: dict[str, Any] = {
@@ -299,16 +341,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     snapshots.add_argument("--format", choices=("table", "jsonl", "csv"), default="table",
                            help="table (default: counts paired as +added/-removed, for "
                                 "people), or jsonl or csv (a column per count)")
-    snapshots.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
+    add_output_argument(snapshots)
     snapshots.set_defaults(handler=cmd_snapshots, one_shot=True)
 
     scan = commands.add_parser("scan", help="read a table at a snapshot, deletes applied")
     add_table_selection(scan)
     scan.add_argument("--format", choices=("table", "jsonl", "csv", "parquet"),
                       default="table",
-                      help="table (default, for people), jsonl, csv, or parquet (needs "
-                           "--output)")
-    scan.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
+                      help=f"table (default, for people), jsonl, csv, or parquet (needs "
+                           f"--output); {TEXT_VALUES_HELP}")
+    add_output_argument(scan)
     scan.add_argument("--limit", type=int, metavar="N", help="return at most N rows")
     scan.set_defaults(handler=cmd_scan, one_shot=True)
 

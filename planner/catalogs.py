@@ -15,12 +15,15 @@ table reuses one authenticated session. pyiceberg is imported only when a catalo
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from pathlib import Path
+from typing import Any, TypeVar
 
+from meltwater.planner.deadlines import call_within
 from meltwater.planner.errors import CatalogError, NoSuchTableError, redact_url
 
 TIMEOUT_PROPERTY = "meltwater.timeout"
@@ -44,36 +47,84 @@ class CatalogTable:
         return f"CatalogTable({self.metadata_location!r})"
 
 
-def _config() -> Any:
-    """Pyiceberg's configuration, read now (its module-level copy is read once at import,
-    so a `PYICEBERG_CATALOG__...` variable set later would be missed)."""
-    from pyiceberg.utils.config import Config
+def _configured(read: Callable[[Any], T]) -> T:
+    """`read(config)` on pyiceberg's configuration, read now (its module-level copy is read
+    once at import, so a `PYICEBERG_CATALOG__...` variable set later would be missed).
 
-    return Config()
+    pyiceberg reads `.pyiceberg.yaml` with no error of its own: a YAML syntax error comes
+    out as the parser's, a file holding a list as an AttributeError. Either is refused here
+    as one line naming the file and the problem."""
+    from pyiceberg.utils.config import Config
+    from strictyaml.ruamel.error import YAMLError
+
+    try:
+        return read(Config())
+    except (YAMLError, ValueError, TypeError, AttributeError, OSError) as error:
+        raise CatalogError(_configuration_problem(error)) from error
+
+
+def _configuration_file() -> Path | None:
+    """The `.pyiceberg.yaml` pyiceberg reads: the first non-empty one in `$PYICEBERG_HOME`,
+    the home directory and the working directory (pyiceberg skips an empty file)."""
+    for directory in (os.environ.get("PYICEBERG_HOME"), os.path.expanduser("~"), os.getcwd()):
+        if not directory:
+            continue
+        path = Path(directory) / ".pyiceberg.yaml"
+        try:
+            if path.is_file() and path.read_bytes().strip():
+                return path
+        except OSError:
+            return path  # unreadable: pyiceberg fails on it, and so it is the one to name
+    return None
+
+
+def _configuration_problem(error: BaseException) -> str:
+    """What is wrong with pyiceberg's configuration: the file's problem when the file has
+    one (its YAML, or a document that is not a mapping of settings), else the error as
+    pyiceberg words it, about the file or the PYICEBERG_* variables merged over it."""
+    from strictyaml import load
+    from strictyaml.ruamel.error import YAMLError
+
+    path = _configuration_file()
+    if path is None:
+        return f"pyiceberg configuration (PYICEBERG_* variables): {_one_line(error)}"
+    try:
+        document = load(path.read_text(encoding="utf-8")).data
+    except OSError as problem:
+        return f"pyiceberg configuration {path}: cannot be read ({problem.strerror})"
+    except UnicodeDecodeError:
+        return f"pyiceberg configuration {path}: not UTF-8 text"
+    except YAMLError as problem:
+        mark = getattr(problem, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        what = getattr(problem, "problem", None) or _one_line(problem)
+        return f"pyiceberg configuration {path}: not valid YAML ({where}{what})"
+    if not isinstance(document, dict):
+        kind = "a list" if isinstance(document, list) else "a single value"
+        return (f"pyiceberg configuration {path}: holds {kind}, not a mapping of settings "
+                "(catalog: {name: {uri: ...}})")
+    return f"pyiceberg configuration {path} (and PYICEBERG_* variables): {_one_line(error)}"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def known_catalogs(given: Mapping[str, Mapping[str, str]] | None = None) -> set[str]:
     """Catalog names defined by pyiceberg's configuration or given by the caller."""
     names = {name.lower() for name in (given or {})} | set(given or {})
-    try:
-        names |= set(_config().get_known_catalogs())
-    except ValueError as error:
-        raise CatalogError(f"pyiceberg configuration: {error}") from error
-    return names
+    return names | set(_configured(lambda config: config.get_known_catalogs()))
 
 
 def default_catalog(given: Mapping[str, Mapping[str, str]] | None = None) -> str | None:
     """Pyiceberg's `default-catalog`, when it names a defined catalog."""
-    name = _config().get_default_catalog_name()
+    name = _configured(lambda config: config.get_default_catalog_name())
     return name if name in known_catalogs(given) else None
 
 
 def catalog_properties(name: str, given: Mapping[str, str] | None = None) -> dict[str, str]:
     """A catalog's properties: pyiceberg's configuration, then the caller's over it."""
-    try:
-        configured = _config().get_catalog_config(name) or {}
-    except ValueError as error:
-        raise CatalogError(f"catalog {name!r}: pyiceberg configuration: {error}") from error
+    configured = _configured(lambda config: config.get_catalog_config(name)) or {}
     merged = {str(k): str(v) for k, v in _flatten(configured).items()}
     merged.update({str(k): str(v) for k, v in (given or {}).items()})
     return merged
@@ -105,27 +156,11 @@ def _timeout(properties: Mapping[str, str], name: str) -> float:
 
 def _bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     """`call()`, or a CatalogError after `seconds`: pyiceberg's HTTP calls carry no timeout,
-    and a catalog behind a dropped route would hold the caller for minutes. The call runs
-    in a daemon thread, which goes on until the OS gives up, but holds nobody up: not the
-    caller, not the interpreter's exit (a pool's worker threads would be joined at exit)."""
-    outcome: list[tuple[bool, Any]] = []
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            outcome.append((True, call()))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller, raised there
-            outcome.append((False, error))
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name="meltwater-catalog", daemon=True).start()
-    if not done.wait(seconds):
-        raise CatalogError(f"{what}: no answer within {seconds:g} s")
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return cast(T, value)
+    and a catalog behind a dropped route would hold the caller for minutes
+    (`meltwater.planner.deadlines`)."""
+    return call_within(call, seconds,
+                       lambda: CatalogError(f"{what}: no answer within {seconds:g} s"),
+                       name="meltwater-catalog")
 
 
 _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}

@@ -50,13 +50,15 @@ class RangeBound:
     """One end of a change range, as a caller gave it.
 
     `option` is what the caller calls this bound (`--from-timestamp`, `startingVersion`,
-    `from_timestamp_ms`); every refusal that involves the bound names it so.
+    `from_timestamp_ms`); every refusal that involves the bound names it so, with the value
+    as the caller wrote it (`given`, when that is not the value: an ISO-8601 time).
     """
 
     kind: BoundKind
     value: int | str
     inclusive: bool
     option: str
+    given: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind is BoundKind.REF:
@@ -78,6 +80,8 @@ class RangeBound:
         return cls(kind, value, True, option)
 
     def __str__(self) -> str:
+        if self.given is not None:
+            return f"{self.option} {self.given}"
         value = repr(self.value) if self.kind is BoundKind.REF else str(self.value)
         return f"{self.option} {value}"
 
@@ -120,10 +124,14 @@ class RangeRequest:
 
 
 def given_bounds(options: Mapping[str, tuple[BoundKind, int | str | None]], *,
-                 inclusive: bool) -> list[RangeBound]:
+                 inclusive: bool, given: Mapping[str, str | None] | None = None,
+                 ) -> list[RangeBound]:
     """The bounds of the options a caller has that were set: option name -> (kind, value,
-    None when not set). For `RangeRequest.of`, which refuses more than one per end."""
-    return [RangeBound(kind, value, inclusive, option)
+    None when not set); `given`: option name -> the text the caller wrote, where the value
+    was converted from it (an ISO-8601 time). For `RangeRequest.of`, which refuses more
+    than one per end."""
+    texts = given or {}
+    return [RangeBound(kind, value, inclusive, option, texts.get(option))
             for option, (kind, value) in options.items() if value is not None]
 
 
@@ -158,12 +166,18 @@ def resolve_range(table: Table, request: RangeRequest = RangeRequest()) -> Chang
     Refused, naming the bounds as the caller calls them: a start later than an explicit
     end (Iceberg's Spark changelog scans refuse a start-timestamp after the end-timestamp;
     the range would be empty by mistake), an end sequence number beyond the head (clamping
-    it would answer for a range nobody asked for), a bound naming no snapshot, a start that
-    is not an ancestor of the end (`InvalidRangeError`, `NoSuchSnapshotError`), and history
-    that expired inside the range unless `skip_expired` (`ExpiredSnapshotsError`). A start
-    after the head with no end given is a valid, empty range: nothing since.
+    it would answer for a range nobody asked for), a start sequence number beyond the head
+    (likewise: sequence numbers are the table's own count of its commits, so one beyond the
+    head names no commit and an empty answer would pass for "nothing since"), a bound naming
+    no snapshot, a start that is not an ancestor of the end (`InvalidRangeError`,
+    `NoSuchSnapshotError`), and history that expired inside the range unless `skip_expired`
+    (`ExpiredSnapshotsError`). A start time after the head's commit, or the head itself as
+    the start, with no end given is a valid, empty range: nothing since (Iceberg Java's
+    changelog scan answers an empty scan for a start-timestamp after the current snapshot's).
     """
     metadata = table.metadata
+    if request.start is not None:
+        _check_within_head(metadata, request.start)
     end = _resolve_end(metadata, request.end)
     if end is None:  # an empty table: nothing to read, but a named start must exist
         if request.start is not None and request.start.kind.names_a_snapshot:
@@ -237,12 +251,7 @@ def _resolve_end(metadata: TableMetadata, bound: RangeBound | None) -> Snapshot 
     current = metadata.current_snapshot
     if bound is None:
         return current
-    if bound.kind is BoundKind.SEQUENCE:
-        head = current.sequence_number if current is not None else 0
-        if int(bound.value) > head:
-            raise InvalidRangeError(f"{bound} is beyond the table's head (sequence number "
-                                    f"{head}, snapshot "
-                                    f"{current.snapshot_id if current else None})")
+    _check_within_head(metadata, bound)
     if bound.kind.names_a_snapshot:
         return _named_snapshot(metadata, bound)
     if current is None:
@@ -253,6 +262,26 @@ def _resolve_end(metadata: TableMetadata, bound: RangeBound | None) -> Snapshot 
         raise NoSuchSnapshotError(f"{bound}: no snapshot at or before "
                                   f"{_describe_position(value, bound.kind)}")
     return found
+
+
+def _check_within_head(metadata: TableMetadata, bound: RangeBound) -> None:
+    """Refuse a sequence number beyond the head's, as a start or an end: it names no
+    commit of the table (a time after the head's commit is a moment that came, and the
+    range after it is empty; a snapshot id or ref is checked by looking it up). And any
+    sequence number on a format v1 table, whose commits all carry 0: a start at 0 would
+    read none of them and an end at 0 all, neither what was meant."""
+    if bound.kind is not BoundKind.SEQUENCE:
+        return
+    if metadata.format_version == 1:
+        raise InvalidRangeError(f"{bound}: table {metadata.location} is format version 1, "
+                                "whose commits carry no sequence numbers (all are 0); give "
+                                "the range by snapshot id, time or ref")
+    current = metadata.current_snapshot
+    head = current.sequence_number if current is not None else 0
+    if int(bound.value) > head:
+        raise InvalidRangeError(f"{bound} is beyond the table's head (sequence number "
+                                f"{head}, snapshot "
+                                f"{current.snapshot_id if current else None})")
 
 
 def _resolve_start(metadata: TableMetadata, bound: RangeBound | None,

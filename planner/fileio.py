@@ -16,22 +16,60 @@ pyiceberg's `PyArrowFileIO`, which maps those names onto `pyarrow.fs`; without a
 
 Failures of the storage itself (access denied, expired credentials, a missing bucket, an
 endpoint that does not answer) are `StorageError`s naming the file and the problem.
+
+Every request to an object store made here (building its client, which may already ask
+for credentials or a bucket's region; a file's existence, a listing, opening a file, reading
+metadata and manifests) is bounded: a store that accepts connections and never answers, or
+a credential endpoint that does the same, is an error after `MELTWATER_STORAGE_TIMEOUT`
+seconds (default 30), never a hang (`meltwater.planner.deadlines`: not every client has a
+timeout of its own, and none covers the credential lookups of Azure and Google). A GCS
+client built here stops retrying after as long. A scheme no filesystem here reads
+(`http://`, say) is refused, naming the ones that are.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+from pyarrow import ArrowException
 
-from meltwater.planner.errors import NoSuchFileError, StorageError
+from meltwater.planner.deadlines import call_within
+from meltwater.planner.errors import NoSuchFileError, StorageError, UnsupportedFeatureError
+
+T = TypeVar("T")
+TIMEOUT_VARIABLE = "MELTWATER_STORAGE_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
+# What pyarrow's filesystems read by URI, and what pyiceberg's FileIO adds when properties
+# are given (Iceberg's FileIO property names): anything else is refused by name.
+_URI_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
+_PROPERTY_SCHEMES = (*_URI_SCHEMES, "oss", "wasb", "wasbs")
+# What a storage client raises: OSError for most, ArrowException (no OSError) for Azure's
+# credential failures ("Failed to get token from DefaultAzureCredential").
+_STORAGE_FAILURES = (OSError, ArrowException)
+
+
+def storage_timeout() -> float:
+    """Seconds a request to an object store may take before it is an error:
+    `MELTWATER_STORAGE_TIMEOUT`, default 30."""
+    text = os.environ.get(TIMEOUT_VARIABLE)
+    if text is None or not text.strip():
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(text.strip().rstrip("s"))
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise StorageError(f"{TIMEOUT_VARIABLE}={text!r}: expected seconds, e.g. 30")
+    return seconds
 
 
 class FileIO(Protocol):
@@ -77,10 +115,15 @@ class PyArrowFileIO:
         if scheme in ("", "file") or len(scheme) == 1:  # len 1: a Windows drive letter
             path = parsed.path if scheme == "file" else location
             return self._cached(("file", ""), pafs.LocalFileSystem), path
+        readable = _PROPERTY_SCHEMES if self.properties else _URI_SCHEMES
+        if scheme not in readable:
+            raise UnsupportedFeatureError(
+                f"{location}: meltwater does not read {scheme}:// locations (it reads local "
+                f"paths, file:// and {', '.join(f'{s}://' for s in readable)})")
         if scheme in ("s3a", "s3n"):
             location, scheme = "s3" + location[len(scheme):], "s3"
-        fs = self._cached((scheme, parsed.netloc),
-                          lambda: self._remote_filesystem(location, scheme, parsed.netloc))
+        fs = self._cached((scheme, parsed.netloc), lambda: self._bounded(
+            location, lambda: self._remote_filesystem(location, scheme, parsed.netloc)))
         if scheme in ("hdfs", "viewfs"):
             return fs, parsed.path
         if scheme in ("abfs", "abfss"):  # container@account.dfs.core.windows.net/path
@@ -89,14 +132,29 @@ class PyArrowFileIO:
 
     def _remote_filesystem(self, location: str, scheme: str, netloc: str) -> pafs.FileSystem:
         try:
+            if scheme in ("abfs", "abfss", "wasb", "wasbs"):
+                _without_a_missing_azure_cli()
             if not self.properties:
+                if scheme in ("gs", "gcs"):
+                    # as from_uri builds it, retrying for half the timeout (not 15 minutes),
+                    # so that the client's own reason comes before the deadline's
+                    limit = dt.timedelta(seconds=max(1.0, storage_timeout() / 2))
+                    return pafs.GcsFileSystem(retry_time_limit=limit)
                 return pafs.FileSystem.from_uri(location)[0]
             from pyiceberg.io.pyarrow import PyArrowFileIO as IcebergFileIO
 
             return IcebergFileIO(_with_environment(self.properties, scheme)).fs_by_scheme(
                 scheme, netloc)
-        except (OSError, ValueError, ImportError) as error:
+        except (*_STORAGE_FAILURES, ValueError, ImportError) as error:
             raise self._storage_error(error, location) from error
+
+    def _bounded(self, location: str, call: Callable[[], T]) -> T:
+        """`call()`, a request to the object store holding `location`, or a StorageError
+        once it has taken the storage timeout (see the module doc)."""
+        seconds = storage_timeout()
+        return call_within(call, seconds, lambda: StorageError(
+            f"{location}: the storage endpoint did not answer within {seconds:g} s "
+            f"({TIMEOUT_VARIABLE})"), name="meltwater-storage")
 
     def _cached(self, key: tuple[str, str],
                 make: Callable[[], pafs.FileSystem]) -> pafs.FileSystem:
@@ -109,11 +167,16 @@ class PyArrowFileIO:
     def open_input(self, location: str) -> Any:
         """A random-access readable file (a pyarrow NativeFile); NoSuchFileError if it is absent."""
         fs, path = self.resolve(location)
+        if isinstance(fs, pafs.LocalFileSystem):
+            return self._open(fs, path, location)
+        return self._bounded(location, lambda: self._open(fs, path, location))
+
+    def _open(self, fs: pafs.FileSystem, path: str, location: str) -> Any:
         try:
             return fs.open_input_file(path)
         except FileNotFoundError:
             raise NoSuchFileError(f"{location}: file not found") from None
-        except OSError as error:
+        except _STORAGE_FAILURES as error:
             message = str(error).lower()
             if ("not found" in message or "no such file" in message) \
                     and "bucket" not in message:
@@ -123,11 +186,21 @@ class PyArrowFileIO:
     def read_bytes(self, location: str, offset: int = 0, length: int | None = None) -> bytes:
         """The bytes of a file, or `length` of them from `offset`; NoSuchFileError if it is
         absent."""
-        with self.open_input(location) as handle:
-            if offset:
-                handle.seek(offset)
-            data: bytes = handle.read() if length is None else handle.read(length)
-            return data
+        fs, path = self.resolve(location)
+
+        def read() -> bytes:
+            with self._open(fs, path, location) as handle:
+                try:
+                    if offset:
+                        handle.seek(offset)
+                    data: bytes = handle.read() if length is None else handle.read(length)
+                except _STORAGE_FAILURES as error:
+                    raise self._storage_error(error, location) from error
+                return data
+
+        if isinstance(fs, pafs.LocalFileSystem):
+            return read()
+        return self._bounded(location, read)
 
     def is_local(self, location: str) -> bool:
         """Whether a location is on this machine's filesystem: reading it waits on no network."""
@@ -151,7 +224,7 @@ class PyArrowFileIO:
         bucket = path.split("/", 1)[0]
         try:
             missing = fs.get_file_info(bucket).type == pafs.FileType.NotFound
-        except OSError as error:
+        except _STORAGE_FAILURES as error:
             raise self._storage_error(error, location) from error
         if missing:
             raise StorageError(f"{location}: the bucket {bucket!r} does not exist")
@@ -159,27 +232,47 @@ class PyArrowFileIO:
     def exists(self, location: str) -> bool:
         """Whether a file exists at the location."""
         fs, path = self.resolve(location)
-        try:
-            return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
-        except OSError as error:
-            raise self._storage_error(error, location) from error
+
+        def look() -> bool:
+            try:
+                return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+            except _STORAGE_FAILURES as error:
+                raise self._storage_error(error, location) from error
+
+        return look() if isinstance(fs, pafs.LocalFileSystem) else self._bounded(location, look)
 
     def list_dir(self, location: str) -> list[str]:
         """Full locations of the files directly inside a directory; none if it is absent."""
         fs, path = self.resolve(location)
-        try:
-            infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        except (FileNotFoundError, NotADirectoryError):
-            raise
-        except OSError as error:
-            raise self._storage_error(error, location) from error
-        if not infos and not isinstance(fs, pafs.LocalFileSystem):
-            self._require_bucket(fs, path, location)
+
+        def listing() -> list[pafs.FileInfo]:
+            try:
+                infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+            except (FileNotFoundError, NotADirectoryError):
+                raise
+            except _STORAGE_FAILURES as error:
+                raise self._storage_error(error, location) from error
+            if not infos and not isinstance(fs, pafs.LocalFileSystem):
+                self._require_bucket(fs, path, location)
+            return list(infos)
+
+        infos = (listing() if isinstance(fs, pafs.LocalFileSystem)
+                 else self._bounded(location, listing))
         prefix = location.rstrip("/")
         return [f"{prefix}/{info.base_name}" for info in infos if info.type == pafs.FileType.File]
 
 
 _S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def _without_a_missing_azure_cli() -> None:
+    """With no `az` on PATH, leave the Azure CLI out of DefaultAzureCredential's chain
+    (`AZURE_TOKEN_CREDENTIALS=prod`: environment, workload and managed identity), unless
+    that variable says otherwise: the CLI step cannot succeed then, and the shell it runs
+    `az` in prints `az: not found` on our stderr. Set once for the process, before the
+    client is built (the Azure SDK reads it then)."""
+    if "AZURE_TOKEN_CREDENTIALS" not in os.environ and shutil.which("az") is None:
+        os.environ["AZURE_TOKEN_CREDENTIALS"] = "prod"
 
 
 def _with_environment(properties: Mapping[str, str], scheme: str) -> dict[str, str]:
@@ -213,6 +306,11 @@ _STORAGE_PROBLEMS = (
     (("expiredtoken", "token has expired", "invalid_access_key_id", "invalidaccesskeyid",
       "signaturedoesnotmatch", "invalidtoken", "request has expired"),
      "the credentials were rejected or have expired"),
+    # Azure's DefaultAzureCredential and Google's default credentials, finding none that
+    # works (their messages go on to name the endpoints they tried, network words included)
+    (("failed to get token", "could not create a oauth2 access token",
+      "authenticationexception"), "no credentials for the storage could be obtained (none "
+     "configured, or the identity or metadata endpoint failed)"),
     (("access_denied", "accessdenied", "access denied", "forbidden", "http 403",
       "response code 403", "permission denied"), "access denied"),
     (("could not resolve host", "couldn't resolve host", "couldn't connect", "connection refused",

@@ -134,6 +134,9 @@ def parse_table_source(text: str, *, catalog: str | None = None,
     if catalog is None and _looks_like_location(text):
         return TableSource(location=os.path.expanduser(text), io_properties=io)
     if catalog is not None:
+        if _looks_like_location(text):  # never an identifier: it would be read as one
+            raise CatalogError(f"table {text!r} is a location, not namespace.table in "
+                               f"catalog {catalog!r}: give one or the other")
         identifier = _identifier(catalog, text, text)
         return TableSource(identifier=identifier, catalog_properties=given.get(catalog, {}),
                            io_properties=io)

@@ -10,6 +10,7 @@ reads the progress line.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pty
@@ -87,7 +88,9 @@ class Terminal:
 
 
 def _feed(fifo: Path, content: bytes) -> None:
-    with open(fifo, "wb") as writer:  # blocks until the command opens it to read
+    """Write `content` into the FIFO once the command opens it; the command may close it
+    before reading it all (Arrow cannot seek in a FIFO), which is no failure here."""
+    with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as writer:  # waits for it
         writer.write(content)
 
 

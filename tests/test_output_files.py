@@ -172,6 +172,59 @@ def test_a_signal_mid_write_leaves_no_file_and_an_existing_one_untouched(
     assert_left_as_it_was(target, existing)
 
 
+def _waiting_for_a_writer(process: subprocess.Popen) -> bool:
+    """Whether a thread of the command is in the kernel waiting to open a FIFO that no
+    writer opens (`wait_for_partner`): held in a call that never returns to Python."""
+    for task in Path(f"/proc/{process.pid}/task").iterdir():
+        try:
+            if (task / "wchan").read_text().strip() == "wait_for_partner":
+                return True
+        except OSError:  # the thread ended meanwhile
+            continue
+    return False
+
+
+BLOCKED_CASES = [("scan", "parquet", signal.SIGINT, False),
+                 ("changes", "jsonl", signal.SIGTERM, True),
+                 ("scan", None, signal.SIGTERM, False)]
+
+
+@pytest.mark.parametrize(("command", "fmt", "signum", "existing"), BLOCKED_CASES,
+                         ids=[f"{c}-{f or 'stdout'}-{s.name}" for c, f, s, _ in BLOCKED_CASES])
+def test_a_signal_ends_a_command_held_in_a_read_that_never_returns(
+        table_copy, tmp_path, command, fmt, signum, existing):
+    """The data file is a FIFO nobody writes: pyarrow's open never returns to Python, where
+    the signal's handler would run, and the command ignored SIGINT and SIGTERM for as long.
+    Its watchdog now ends it about 1.5 s after the signal (the bound is 2 s; the test allows
+    10), with the signal's line and status, its output file removed."""
+    fifo = added_by_current_snapshot(table_copy)
+    fifo.unlink()
+    os.mkfifo(fifo)
+    args = [MELTWATER, command, table_copy]
+    target = None
+    if fmt is not None:
+        target = prepare_target(tmp_path / "out", f"result.{fmt}", existing)
+        args += ["--format", fmt, "--output", str(target)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=_default_sigint)
+    try:
+        deadline = time.monotonic() + 120
+        while not _waiting_for_a_writer(process):
+            assert process.poll() is None and time.monotonic() < deadline, "never blocked"
+            time.sleep(0.01)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    expected = {signal.SIGTERM: (143, "meltwater: terminated"),
+                signal.SIGINT: (130, "meltwater: interrupted")}[signum]
+    assert (process.returncode, stderr) == (expected[0], expected[1] + "\n")
+    if target is not None:
+        assert_left_as_it_was(target, existing)
+
+
 def test_success_replaces_the_file_with_open_s_permissions(table_copy, tmp_path):
     """A new file gets 0o666 less the umask, as `open()` gives (not mkstemp's 0o600); a
     replaced file keeps its mode; nothing but the target is left."""

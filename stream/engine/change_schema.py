@@ -12,8 +12,9 @@ a row. Importing only this, the planner and the offsets there saves about 0.07 s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from meltwater.planner.errors import SchemaError
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
 from meltwater.planner.types import LONG, NestedField, Schema
@@ -85,6 +86,10 @@ class RowOptions:
     appends_only: bool = False  # inserts of append commits only (Iceberg's append scan)
     equality_deletes: str = "resolve"
     change_type_names: str = "iceberg"
+    # What the caller calls the two pairing options (`--compute-updates`, the Spark option
+    # `compute-updates`, ...), for a refusal to name them as the user wrote them.
+    updates_option: str = field(default="compute_updates", compare=False)
+    identifiers_option: str = field(default="identifier_columns", compare=False)
 
     def __post_init__(self) -> None:
         _check_modes(self.equality_deletes, self.change_type_names)
@@ -99,15 +104,19 @@ class RowOptions:
         table's identifier fields, else v3's `_row_id`; `compute_updates=None` pairs them
         when there are any, `True` refuses a table without."""
         if self.identifier_columns:
-            identifiers = tuple(schema.field_id(name) for name in self.identifier_columns)
+            try:
+                identifiers = tuple(schema.field_id(name) for name in self.identifier_columns)
+            except SchemaError as error:
+                raise ChangeOptionError(f"{self.identifiers_option}: {error}") from None
         else:
             identifiers = tuple(schema.identifier_field_ids)
         if not identifiers and self.compute_updates is not False and schema.has_field(
                 ROW_ID_ID):
             identifiers = (ROW_ID_ID,)
         if self.compute_updates and not identifiers:
-            raise ChangeOptionError("computing updates needs identifier columns: the table "
-                                    "has no identifier fields, so pass identifier columns")
+            raise ChangeOptionError(f"{self.updates_option} needs identifier columns to pair "
+                                    "updates by: the table has no identifier fields, so give "
+                                    f"them with {self.identifiers_option}")
         updates = bool(identifiers) if self.compute_updates is None else self.compute_updates
         return ChangeOptions(net=self.net, compute_updates=updates,
                              identifier_field_ids=identifiers or None,

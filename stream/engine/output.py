@@ -8,18 +8,18 @@ An output file is written beside its path and renamed into place only when compl
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 import pyarrow as pa
 
-from meltwater.stream.engine.json_values import json_default, json_safe
+from meltwater.stream.engine.json_values import json_default, json_safe, json_value
 from meltwater.stream.engine.output_file import WriteBack, output_destination, write_in_pieces
 from meltwater.stream.engine.output_pipeline import ordered_map, writing_behind
 from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
@@ -34,19 +34,27 @@ from meltwater.stream.errors import OutputError
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
 
-def _flatten_nested(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """CSV has no nested values: write struct, list and map columns as JSON text."""
-    columns, names = [], []
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+def _csv_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """CSV holds text: struct, list and map columns are written as JSON text (as `jsonl`
+    writes them), binary and fixed columns (and UUIDs, which Arrow holds as 16 bytes) in
+    base64, as `jsonl` and `debezium-jsonl` write bytes (and BigQuery's CSV export does)."""
+    columns = []
+    for column in batch.columns:
         if pa.types.is_nested(column.type):
-            text = [None if v is None else json.dumps(v if not isinstance(v, list) or not v
-                                                      or not isinstance(v[0], tuple)
-                                                      else dict(v), default=json_default)
-                    for v in column.to_pylist()]
-            column = pa.array(text, pa.string())
+            column = pa.array([None if v is None else json.dumps(json_value(v),
+                                                                 default=json_default,
+                                                                 allow_nan=False)
+                               for v in column.to_pylist()], pa.string())
+        elif _is_bytes(column.type):
+            column = pa.array([None if v is None else base64.b64encode(v).decode("ascii")
+                               for v in column.to_pylist()], pa.string())
         columns.append(column)
-        names.append(name)
-    return pa.RecordBatch.from_arrays(columns, names=names)
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t))
 
 
 def _render_cell(value: Any, width: int = 40) -> str:
@@ -89,7 +97,15 @@ def _jsonl_text(batch: pa.RecordBatch, _first: bool) -> pa.Buffer | bytes:
 
 
 def _csv_text(batch: pa.RecordBatch, first: bool) -> pa.Buffer:
-    return csv_text(_flatten_nested(batch), header=first)
+    return csv_text(_csv_columns(batch), header=first)
+
+
+def _csv_header(names: list[str]) -> bytes:
+    """The header alone, for a result without rows: as Arrow writes it above rows (names
+    quoted, so a comma or quote in one cannot shift the columns)."""
+    no_rows = pa.RecordBatch.from_arrays([pa.nulls(0, pa.string()) for _ in names],
+                                         names=names)
+    return csv_text(no_rows, header=True).to_pybytes()
 
 
 def _write_text(reader: pa.RecordBatchReader, output: str | None,
@@ -103,8 +119,6 @@ def _write_text(reader: pa.RecordBatchReader, output: str | None,
         index, batch = numbered
         return batch.num_rows, render(batch, index == 0)
 
-    if not output:
-        sys.stdout.flush()  # the bytes go to its buffer, after any text already printed
     with output_destination(output, text=False) as binary, \
             contextlib.closing(ordered_map(job, enumerate(reader))) as rendered:
         if not output:  # a pipe or terminal: written here, where a signal interrupts it
@@ -254,8 +268,7 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
     if fmt == "parquet":
         return _write_parquet(reader, output)
     if fmt == "csv":
-        return _write_text(reader, output, _csv_text,
-                           empty=(",".join(reader.schema.names) + "\n").encode())
+        return _write_text(reader, output, _csv_text, empty=_csv_header(reader.schema.names))
     if fmt == "jsonl":
         return _write_text(reader, output, _jsonl_text)
     with output_destination(output, text=True) as handle:

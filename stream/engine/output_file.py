@@ -15,7 +15,10 @@ stdout):
   fsynced so the rename itself survives a crash;
 - on any exception, including KeyboardInterrupt and the CLI's SIGTERM exception
   (`meltwater.cli.signals`), the temporary file is removed and an existing target is left
-  as it was, byte for byte.
+  as it was, byte for byte;
+- a process that ends without unwinding (the CLI's signal watchdog, when the main thread
+  is held in a call that never returns to Python) first calls `remove_unfinished`, which
+  removes the temporary files still being written.
 
 Permissions are those `open(path, "w")` would give: a new file gets 0o666 less the umask
 (the kernel applies it to `os.open`'s mode, unlike `mkstemp`'s 0o600), and replacing an
@@ -60,6 +63,19 @@ def _named(target: str) -> Iterator[None]:
         if error.errno not in _WRITE_ERRNOS:
             raise
         raise OutputFileError(f"cannot write {target}: {error.strerror}") from error
+
+
+# The temporary files `replacing_file` is writing, for `remove_unfinished`.
+_unfinished: set[Path] = set()
+
+
+def remove_unfinished() -> None:
+    """Remove the temporary files `replacing_file` has not finished, from any thread: for
+    a process about to end without unwinding, so that no partial output is left behind
+    (a target keeps its old bytes; one already renamed into place is whole)."""
+    for temp in list(_unfinished):
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
 
 
 def temporary_sibling_prefix(target: str | os.PathLike[str]) -> str:
@@ -116,6 +132,7 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
                 break
             except FileExistsError:  # another file's name: never ours to remove
                 temp = _sibling_name(target)
+        _unfinished.add(temp)
         if existing is not None:
             os.fchmod(fd, stat.S_IMODE(existing.st_mode))
         with open(fd, "w", encoding="utf-8") if text else open(fd, "wb") as handle:
@@ -130,6 +147,8 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
         if failed is not None:
             raise OutputFileError(f"cannot write {path}: {failed.strerror}") from error
         raise
+    finally:
+        _unfinished.discard(temp)
     _fsync_directory(target.parent)
 
 
@@ -190,6 +209,10 @@ def output_destination(output: str | os.PathLike[str] | None, *, text: bool) -> 
     """Where a command's output goes: stdout when `output` is None or empty (flushed at the
     end, never closed), else a `replacing_file` for that path."""
     if not output:
+        if sys.stdout is None:  # Python's stdout when the process started with fd 1 closed
+            raise OutputFileError("cannot write to stdout: it is closed")
+        if not text:
+            sys.stdout.flush()  # the bytes go to its buffer, after any text already printed
         stream: IO = sys.stdout if text else sys.stdout.buffer
         with _named("to stdout"):
             try:

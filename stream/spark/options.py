@@ -183,6 +183,9 @@ def row_options(options: Mapping[str, str]) -> RowOptions:
     updates = _bool(lowered, "compute-updates", "computeUpdates")
     if updates is not None:
         kwargs["compute_updates"] = updates
+        name = "compute-updates" if "compute-updates" in lowered else "computeUpdates"
+        kwargs["updates_option"] = f"option {name}={lowered[name.lower()]}"
+    kwargs["identifiers_option"] = "option identifier-columns"
     identifiers = _names(lowered, "identifier-columns")
     if identifiers is not None:
         kwargs["identifier_columns"] = identifiers

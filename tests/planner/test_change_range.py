@@ -141,15 +141,40 @@ def test_an_inclusive_start_at_the_first_snapshot_is_the_whole_history(mor):
     assert len(resolve_range(table, before_everything).commits) == len(main)
 
 
-def test_a_start_after_the_head_without_an_end_is_empty(mor):
+def test_a_start_at_or_after_the_head_without_an_end_is_empty(mor):
+    """Nothing since: the head itself as the start, or a time after its commit (Iceberg
+    Java's changelog scan is empty for a start-timestamp after the current snapshot's)."""
     table, main, _ = mor
     head = main[-1]
     for request in (RangeRequest(after(TIMESTAMP, head.timestamp_ms + 1)),
-                    RangeRequest(after(SEQUENCE, head.sequence_number + 5)),
+                    RangeRequest(after(SEQUENCE, head.sequence_number)),
                     RangeRequest(after(SNAPSHOT, head.snapshot_id)),
                     RangeRequest.empty_at(head.snapshot_id)):
         changes = resolve_range(table, request)
         assert changes.commits == () and changes.to_snapshot_id == head.snapshot_id
+
+
+def test_a_start_sequence_number_beyond_the_head_is_refused_as_an_end_is(mor, corpus):
+    """A sequence number beyond the head's names no commit: refused, not read as an empty
+    range that would pass for "nothing since"; with or without an end, on an empty table
+    too, and as a stream's start."""
+    table, main, _ = mor
+    head = main[-1]
+    beyond = head.sequence_number + 1
+    message = (f"^--from-sequence {beyond} is beyond the table's head \\(sequence number "
+               f"{head.sequence_number}, snapshot {head.snapshot_id}\\)$")
+    for request in (RangeRequest(after(SEQUENCE, beyond, "--from-sequence")),
+                    RangeRequest(after(SEQUENCE, beyond, "--from-sequence"),
+                                 at(SNAPSHOT, head.snapshot_id))):
+        with pytest.raises(InvalidRangeError, match=message):
+            resolve_range(table, request)
+    with pytest.raises(InvalidRangeError, match=r"^start-sequence-number 9999 is beyond"):
+        resolve_start(table, after(SEQUENCE, 9999, "start-sequence-number"))
+    empty = load_table(corpus.scenarios["mor_partitioned"].location
+                       + "/metadata/v1.metadata.json")
+    with pytest.raises(InvalidRangeError, match=r"^from_sequence 1 is beyond the table's head "
+                                                r"\(sequence number 0, snapshot None\)$"):
+        resolve_range(empty, RangeRequest(after(SEQUENCE, 1, "from_sequence")))
 
 
 def test_an_empty_table_has_an_empty_range_but_named_starts_must_exist(corpus):

@@ -151,4 +151,5 @@ def test_an_empty_stream(tmp_path, fmt) -> None:
     schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
     path = tmp_path / f"out.{fmt}"
     assert write_stream(pa.RecordBatchReader.from_batches(schema, []), fmt, str(path)) == 0
-    assert path.read_bytes() == (b"a,b\n" if fmt == "csv" else b"")
+    # the header pyarrow's CSV writer puts above rows
+    assert path.read_bytes() == (b'"a","b"\n' if fmt == "csv" else b"")
