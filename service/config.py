@@ -385,6 +385,8 @@ def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -
             continue
         if option.names and not all(isinstance(v, str) and v for v in value):
             reader.fail(key, "expected a list of column names")
+        if option.minimum is not None and value < option.minimum:
+            reader.fail(key, f"expected at least {option.minimum}, got {value}")
         options[key] = value
     url = options.get("url")
     if kind.url_prefixes and url is not None and not url.startswith(kind.url_prefixes):

@@ -83,6 +83,8 @@ def test_durations(text, seconds):
                     minimal(name="b", checkpoint="file:///tmp/./chk/")["pipelines"][0]]},
      "pipelines[1].checkpoint: 'file:///tmp/./chk/' is also pipeline 'orders''s: two "
      "queries cannot share a checkpoint"),
+    (minimal(sink={"type": "console", "rows": -1}),
+     "pipelines[0].sink.rows: expected at least 1, got -1"),
     (minimal(checkpoint=""), "pipelines[0].checkpoint: expected a directory, got \"\""),
     ({"service": {"spark-log": ""}, **minimal()},
      "service.spark-log: expected a file path or \"off\""),
