@@ -22,25 +22,10 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from meltwater.planner.errors import MeltwaterError
+from meltwater.service.config import CheckpointInUseError
 
 LOCK_NAME = "meltwater.lock"
-
-
-class CheckpointInUseError(MeltwaterError):
-    """Another process holds a checkpoint's lock: another service runs that pipeline."""
-
-
-def local_path(location: str) -> Path | None:
-    """A checkpoint location on this machine's file system (a path or a file: URI); None
-    for a remote one (s3://, hdfs://, ...)."""
-    if location.startswith("file:"):
-        return Path(unquote(urlsplit(location).path)).expanduser()
-    if "://" in location:
-        return None
-    return Path(location).expanduser()
 
 
 def has_offsets(checkpoint: Path) -> bool:

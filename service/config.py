@@ -52,10 +52,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.table_source import TableSource, parse_table_source
-from meltwater.service.checkpoints import local_path
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kinds import SinkPlacement, sink_kind
@@ -78,6 +78,25 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 class ConfigError(MeltwaterError):
     """The service configuration is invalid; the message names the file and the key."""
+
+
+class CheckpointInUseError(MeltwaterError):
+    """Another process holds a checkpoint's lock: another service runs that pipeline
+    (`meltwater.service.checkpoints`)."""
+
+
+class SparkStartError(MeltwaterError):
+    """Spark's JVM exited while starting (no Java, a setting the JVM refuses, ...)."""
+
+
+def local_path(location: str) -> Path | None:
+    """A checkpoint location on this machine's file system (a path or a file: URI); None
+    for a remote one (s3://, hdfs://, ...)."""
+    if location.startswith("file:"):
+        return Path(unquote(urlsplit(location).path)).expanduser()
+    if "://" in location:
+        return None
+    return Path(location).expanduser()
 
 
 @dataclass(frozen=True)

@@ -37,19 +37,20 @@ from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.metadata import Table, load_table
 from meltwater.service.checkpoints import (
     LOCK_NAME,
-    CheckpointInUseError,
     CheckpointLock,
     has_offsets,
     holder,
-    local_path,
     uncreatable,
 )
 from meltwater.service.config import (
     AVAILABLE_NOW,
     SPARK_LOG_OFF,
+    CheckpointInUseError,
     ConfigError,
     PipelineConfig,
     ServiceConfig,
+    SparkStartError,
+    local_path,
 )
 from meltwater.service.failures import Action
 from meltwater.service.logs import fields, setup_logging
@@ -276,10 +277,6 @@ def start_jvm_apart(conf: dict[str, str], master: str | None,
         SparkContext._gateway = gateway
         SparkContext._jvm = gateway.jvm
     return True
-
-
-class SparkStartError(MeltwaterError):
-    """Spark's JVM exited while starting (no Java, a setting the JVM refuses, ...)."""
 
 
 def _jvm_failure(error: Exception, output: SparkOutput | None) -> str:
