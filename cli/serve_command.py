@@ -12,9 +12,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if args.check:
-        from meltwater.service.runner import preflight
+        from meltwater.service.runner import held_checkpoints, preflight
 
-        for warning in preflight(config):
+        for warning in [*preflight(config), *held_checkpoints(config)]:
             print(f"meltwater: warning: {warning}", file=sys.stderr)
         names = ", ".join(p.name for p in config.pipelines)
         count = len(config.pipelines)
@@ -32,5 +32,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
     parser.add_argument("--check", action="store_true",
                         help="check the configuration, the tables, sinks, checkpoints and "
-                             "status address it names, changing nothing, then exit")
+                             "status address it names, changing nothing, then exit (a "
+                             "checkpoint a running service holds is warned of)")
     parser.set_defaults(handler=_serve)

@@ -12,7 +12,7 @@ walks a table's history with these; its module doc explains offsets and splittin
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,18 @@ class StreamOffset:
         read it, in one part."""
         return (self.version == LEGACY_OFFSET_VERSION and not self.complete
                 and self.position > 0)
+
+    def held_snapshot(self, parent_of: Callable[[int], int | None]) -> int | None:
+        """The newest snapshot whose whole state a reader that stopped here has read (what a
+        sink holds after the batch ending at this offset): the snapshot itself once its
+        commit, or with `scan_all_files` its contents, is read whole; the parent (by
+        `parent_of`) of a commit read in part, as read limits split one; None in the middle
+        of a contents scan, and before the table's first snapshot."""
+        if self.snapshot_id is None:
+            return None
+        if self.complete:
+            return self.snapshot_id
+        return None if self.scan_all_files else parent_of(self.snapshot_id)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict with a fixed key order, so equal offsets serialize equally."""

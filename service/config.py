@@ -7,6 +7,8 @@ A service runs pipelines; each reads one table's change stream and writes one si
     log = "text"                   # or "json": one JSON object per log line
     progress = "auto"              # a live line per table: auto (on a terminal), lines, off
     shutdown-timeout = "30s"       # SIGTERM/SIGINT: how long a running batch may finish
+    spark-log = "/var/log/meltwater/spark.log"  # what Spark's JVM prints (default: spark.log
+                                   # in the first pipeline's checkpoint directory; "off")
 
     [spark]
     master = "local[2]"            # leave out under spark-submit
@@ -50,6 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.table_source import TableSource, parse_table_source
@@ -63,6 +66,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 PROGRESS_MODES = ("auto", "lines", "off")
+SPARK_LOG_OFF = "off"
 LOG_FORMATS = ("text", "json")
 EVENT_TRIGGER = "event"
 AVAILABLE_NOW = "available-now"
@@ -74,6 +78,25 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 class ConfigError(MeltwaterError):
     """The service configuration is invalid; the message names the file and the key."""
+
+
+class CheckpointInUseError(MeltwaterError):
+    """Another process holds a checkpoint's lock: another service runs that pipeline
+    (`meltwater.service.checkpoints`)."""
+
+
+class SparkStartError(MeltwaterError):
+    """Spark's JVM exited while starting (no Java, a setting the JVM refuses, ...)."""
+
+
+def local_path(location: str) -> Path | None:
+    """A checkpoint location on this machine's file system (a path or a file: URI); None
+    for a remote one (s3://, hdfs://, ...)."""
+    if location.startswith("file:"):
+        return Path(unquote(urlsplit(location).path)).expanduser()
+    if "://" in location:
+        return None
+    return Path(location).expanduser()
 
 
 @dataclass(frozen=True)
@@ -136,6 +159,7 @@ class ServiceConfig:
     progress: str = "auto"
     shutdown_timeout_s: float = 30.0
     spark_master: str | None = None
+    spark_log: str | None = None  # a path, "off", or None: beside the first checkpoint
     spark_conf: dict[str, str] = field(default_factory=dict)
     source: str = "<config>"
     catalogs: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
@@ -235,6 +259,11 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
         service.fail("progress", f"expected one of {', '.join(PROGRESS_MODES)}, "
                                  f"got {progress!r}")
     shutdown = _duration(service, "shutdown-timeout", "30s")
+    spark_log = service.get("spark-log", str)
+    if spark_log is not None and not spark_log.strip():
+        service.fail("spark-log", f"expected a file path or \"{SPARK_LOG_OFF}\", got \"\"")
+    if spark_log is not None and spark_log != SPARK_LOG_OFF:
+        spark_log = str(Path(spark_log).expanduser())
     service.done()
 
     spark = top.child("spark")
@@ -254,7 +283,7 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
     top.done()
     _unique(source, pipelines)
     return ServiceConfig(tuple(pipelines), host, port, log_format, progress, shutdown,
-                         master, conf, source, catalogs)
+                         master, spark_log, conf, source, catalogs)
 
 
 def _catalogs(reader: _Reader) -> dict[str, dict[str, str]]:
@@ -318,6 +347,11 @@ def _pipeline(source: str, index: int, entry: Any,
     except MeltwaterError as error:
         reader.fail("table", str(error))
     checkpoint = reader.get("checkpoint", str, required=True)
+    if not checkpoint.strip():
+        reader.fail("checkpoint", "expected a directory, got \"\" (which would be the "
+                                  "working directory)")
+    if checkpoint.startswith("~"):  # Spark's Hadoop paths take "~" literally: ./~/...
+        checkpoint = str(Path(checkpoint).expanduser())
     trigger_text = reader.get("trigger", str, EVENT_TRIGGER)
     interval = None
     if trigger_text not in (EVENT_TRIGGER, AVAILABLE_NOW):
@@ -370,6 +404,8 @@ def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -
             continue
         if option.names and not all(isinstance(v, str) and v for v in value):
             reader.fail(key, "expected a list of column names")
+        if option.minimum is not None and value < option.minimum:
+            reader.fail(key, f"expected at least {option.minimum}, got {value}")
         options[key] = value
     url = options.get("url")
     if kind.url_prefixes and url is not None and not url.startswith(kind.url_prefixes):
@@ -393,17 +429,51 @@ def _check_sink_source_options(reader: _Reader, sink: SinkConfig,
 
 
 def _unique(source: str, pipelines: list[PipelineConfig]) -> None:
+    """No two pipelines share a name, a checkpoint (a path and its file: URI are one), or
+    a destination (a mirror table of one database, an archive directory): two queries on
+    one would each think they alone write it."""
     names: set[str] = set()
     checkpoints: dict[str, str] = {}
+    destinations: dict[tuple[str, ...], str] = {}
     for index, pipeline in enumerate(pipelines):
         if pipeline.name in names:
             raise ConfigError(f"{source}: pipelines[{index}].name: {pipeline.name!r} is used "
                               "by an earlier pipeline")
         names.add(pipeline.name)
-        resolved = str(Path(pipeline.checkpoint).expanduser().resolve()) \
-            if "://" not in pipeline.checkpoint else pipeline.checkpoint
+        resolved = _place(pipeline.checkpoint)
         if resolved in checkpoints:
             raise ConfigError(f"{source}: pipelines[{index}].checkpoint: {pipeline.checkpoint!r}"
                               f" is also pipeline {checkpoints[resolved]!r}'s: two queries "
                               "cannot share a checkpoint")
         checkpoints[resolved] = pipeline.name
+        destination = _destination(pipeline.sink)
+        if destination is not None and destination in destinations:
+            raise ConfigError(f"{source}: pipelines[{index}].sink: writes what pipeline "
+                              f"{destinations[destination]!r} writes ({_described(pipeline.sink)})"
+                              ": two pipelines cannot share a destination")
+        if destination is not None:
+            destinations[destination] = pipeline.name
+
+
+def _place(location: str) -> str:
+    """A directory's location, the same for every way of writing it."""
+    local = local_path(location)
+    return location.rstrip("/") if local is None else str(local.resolve())
+
+
+def _destination(sink: SinkConfig) -> tuple[str, ...] | None:
+    """What a sink writes, comparable between pipelines: a mirror's database and table, an
+    archive's directory; None for a sink that writes nothing shared (the console)."""
+    options = sink.options
+    if "path" in options:
+        return ("path", _place(str(options["path"])))
+    if "url" in options:
+        return ("table", str(options["url"]), str(options.get("table")))
+    return None
+
+
+def _described(sink: SinkConfig) -> str:
+    options = sink.options
+    if "path" in options:
+        return f"path {options['path']!r}"
+    return f"table {options.get('table')!r} of {redact_url(str(options['url']))}"

@@ -72,6 +72,9 @@ _JAVA_LINE = re.compile(
     r"^[\s:]*(?:Caused by: )?((?:[a-z_$][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error)))"
     r"(?:: (.*?))?\s*$", re.M)
 _SPARK_SECTIONS = ("=== Streaming Query ===", "JVM stacktrace:")
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+_CHAINED_TRACEBACK = ("During handling of the above exception",
+                      "The above exception was the direct cause")
 _PY4J_CALL = re.compile(r"^An error occurred while calling [\w.]+\.?$")
 # `catalog.credential=id:secret` in a plan's options, `password=...` in a connection string
 _SECRET_OPTION = re.compile(
@@ -175,10 +178,29 @@ def _first_line(text: str, java: list[tuple[str, str]]) -> str:
         match = _JAVA_LINE.match(line)
         if match is not None:
             return f"{match.group(2)}: {match.group(3) or ''}".rstrip(": ")
+        if line.endswith(_TRACEBACK_HEAD):  # Spark's words, then a Python worker's traceback
+            error = _python_error(text)
+            if error is not None:
+                return f"{line[:-len(_TRACEBACK_HEAD)].rstrip()} {error}"
         return line
     if java:
         return f"{_short(java[0][0])}: {java[0][1]}".rstrip(": ")
     return "(no message)"
+
+
+def _python_error(text: str) -> str | None:
+    """The error line a Python traceback in `text` ends with (the last of a chain): what
+    went wrong in a Spark Python worker (`ModuleNotFoundError: No module named ...`), where
+    the first line says only that a traceback follows."""
+    found = None
+    in_traceback = False
+    for line in text.splitlines():
+        if line.startswith(_TRACEBACK_HEAD) or line.endswith(_TRACEBACK_HEAD):
+            in_traceback = True
+        elif in_traceback and line.strip() and not line[0].isspace() \
+                and not line.startswith(_CHAINED_TRACEBACK):
+            found, in_traceback = line.strip(), False
+    return found
 
 
 def _reason(line: str) -> str:

@@ -3,7 +3,10 @@
 Log calls pass their fields in `extra={"fields": {...}}` (pipeline, batch, snapshot, rows,
 ...), so both formats carry the same data and a JSON line never needs parsing of a message.
 Spark's and py4j's own chatter is turned down to warnings (py4j's tracebacks of errors in
-callbacks, which the service reports as the query's failure, off).
+callbacks, which the service reports as the query's failure, off). What Python itself would
+print on stderr outside logging (a `warnings.warn`, an exception escaping a thread, an
+error in a finalizer) is logged instead, so with `log = "json"` it is a JSON record too.
+What Spark's JVM prints is not logged here at all (`meltwater.service.spark_output`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -65,6 +69,26 @@ def setup_logging(log_format: str, stream: TextIO | None = None,
     # py4j logs each error raised in a callback (a mirror's foreachBatch) with its traceback;
     # the query then fails with it, and the service reports that, in meltwater's words.
     logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+    logging.captureWarnings(True)
+    threading.excepthook = _thread_failed
+    sys.unraisablehook = _unraisable
+
+
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    """An exception that escaped a thread: logged (Python would print its traceback)."""
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("meltwater.service").error(
+        "a thread failed", exc_info=args.exc_value, extra=fields(thread=name))
+
+
+def _unraisable(args: Any) -> None:
+    """An exception Python cannot raise (in a finalizer, at exit): logged, not printed."""
+    logging.getLogger("meltwater.service").warning(
+        "ignored an exception", extra=fields(
+            error=f"{args.exc_type.__name__}: {args.exc_value}",
+            where=args.err_msg or repr(args.object)))
 
 
 def fields(**values: Any) -> dict[str, Any]:

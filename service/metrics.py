@@ -1,10 +1,12 @@
 """What the service reports: Prometheus metrics and a health document, over HTTP on localhost.
 
 `GET /metrics` is Prometheus' text format (prometheus_client renders it); `GET /health` is a
-JSON document with each pipeline's state, 200 while every pipeline runs and 503 once one is
-failing or has failed (with the reason, `last_error`), so a load balancer, systemd watchdog
-script or Kubernetes probe can act on it. Neither asks who is asking: a status server
-listening beyond loopback is warned of (`exposure_warning`).
+JSON document with each pipeline's state: 503 `starting` until every pipeline's query has
+started, then 200 while every pipeline runs (or, available-now, has finished), and 503
+`failing` once one is failing or has failed (with the reason, `last_error`), so a load
+balancer, systemd watchdog script or Kubernetes readiness probe can act on it. Neither
+asks who is asking: a status server listening beyond loopback is warned of
+(`exposure_warning`).
 The registry is the service's own, not prometheus_client's global one, so two services in
 one process (the tests) never share counters.
 """
@@ -29,7 +31,8 @@ from meltwater.service.logs import fields
 log = logging.getLogger("meltwater.service")
 
 BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
-HEALTHY = ("starting", "running", "finished")
+HEALTHY = ("running", "finished")
+STARTING = "starting"
 REQUEST_TIMEOUT_S = 10.0
 
 
@@ -94,15 +97,27 @@ class Health:
                 setattr(health, key, value)
 
     def document(self) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and JSON body of `/health`: 200 while every pipeline is starting,
-        running or has finished (an available-now run), 503 otherwise; a failing or failed
-        pipeline says why in `last_error`."""
+        """The HTTP status and JSON body of `/health`: 200 `ok` while every pipeline is
+        running or has finished (an available-now run); 503 otherwise, `failing` when one
+        is neither running nor starting (a failing or failed pipeline says why in
+        `last_error`), else `starting` while one has not started yet, with a `reason`
+        naming them. A service that has no pipeline registered yet is starting too."""
         with self._lock:
             pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
                          for name, h in self._pipelines.items()}
-        ok = all(p["state"] in HEALTHY for p in pipelines.values())
-        return (200 if ok else 503), {"status": "ok" if ok else "failing",
-                                      "pipelines": pipelines}
+        states = {name: p["state"] for name, p in pipelines.items()}
+        waiting = sorted(name for name, state in states.items() if state == STARTING)
+        unwell = sorted(name for name, state in states.items()
+                        if state not in HEALTHY and state != STARTING)
+        if unwell:
+            status, reason = "failing", "; ".join(
+                f"{name}: {pipelines[name]['last_error'] or states[name]}" for name in unwell)
+        elif waiting or not pipelines:
+            status, reason = STARTING, ("pipelines not started yet: " + ", ".join(waiting)
+                                        if waiting else "no pipeline started yet")
+        else:
+            return 200, {"status": "ok", "pipelines": pipelines}
+        return 503, {"status": status, "reason": reason, "pipelines": pipelines}
 
 
 def listen_address(host: str, port: int) -> tuple[socket.AddressFamily, tuple[Any, ...]]:

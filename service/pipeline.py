@@ -4,9 +4,11 @@
 `readStream.format("meltwater") -> observe(change counts) -> sink` with the pipeline's
 checkpoint and trigger. The stream's schema is given to Spark (`stream_schema_for`), so
 every trigger reads change rows whatever the options say, and a start option is resolved
-only by a query that has no checkpoint yet. `poll()`, called by the service loop, reads
-the query's progress (the offset it committed, the batch's duration and change counts)
-into metrics, health and the progress line.
+only by a query that has no checkpoint yet. Before the query starts, the sink's position
+is read from the checkpoint (the last committed batch and where its read ended), so lag is
+measured from there at once: a pipeline restarted at the table's head reports none.
+`poll()`, called by the service loop, reads the query's progress (the offset it committed,
+the batch's duration and change counts) into metrics, health and the progress line.
 
 A failed query, or one that fails to start, is judged by `meltwater.service.failures`:
 one that may heal (a database or store that did not answer, Spark's own trouble) is
@@ -30,12 +32,15 @@ import logging
 import time
 from typing import Any
 
+from meltwater.planner.errors import OffsetError
+from meltwater.planner.micro_batch import StreamOffset
 from meltwater.service.config import AVAILABLE_NOW, PipelineConfig
 from meltwater.service.failures import Action, Failure, classify
 from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
+from meltwater.stream.spark.checkpoint import open_checkpoint
 from meltwater.stream.spark.query_start import start_query
 from meltwater.stream.spark.source import stream_schema_for
 
@@ -82,17 +87,27 @@ def _latest(batch_log: Any) -> int:
     return int(latest.get()) if latest.isDefined() else -1
 
 
+def held_snapshot(end: StreamOffset, head: TableHead) -> int | None:
+    """The snapshot the sink holds whole once a batch ending at `end` committed
+    (`StreamOffset.held_snapshot`: a batch ending inside a commit, as read limits split
+    one, holds that commit's parent). The mirror's ledger records the same snapshot, read
+    from the same offset (`meltwater.sinks.spark_writer`), so every line about a batch
+    names one snapshot."""
+    head.know(end.snapshot_id)
+    return end.held_snapshot(head.parent_of)
+
+
 def reached_snapshot(progress: dict[str, Any], head: TableHead) -> int | None:
-    """The snapshot a committed batch ends at; a batch ending inside a commit (read limits)
-    has reached that commit's parent."""
+    """The snapshot the sink holds after the batch of a progress report (`held_snapshot`);
+    None if the report names no offset of the meltwater source."""
     end = _source_offset(progress, "endOffset")
     if end is None:
         return None
-    snapshot_id = int(end["snapshot_id"])
-    head.know(snapshot_id)
-    if end.get("complete"):
-        return snapshot_id
-    return head.parent_of(snapshot_id)
+    try:
+        offset = StreamOffset.from_json(end)
+    except OffsetError:
+        return None
+    return held_snapshot(offset, head)
 
 
 def latest_snapshot(progress: dict[str, Any] | None) -> int | None:
@@ -148,12 +163,67 @@ class PipelineRun:
             writer = writer.trigger(processingTime="0 seconds")
         else:
             writer = writer.trigger(processingTime=f"{config.interval_s} seconds")
+        self._resume_position()
         self.query = start_query(writer)  # one at a time: see stream.query_start
         self.metrics.up.labels(config.name).set(1)
         self.health.update(config.name, state="running")
         log.info("pipeline started", extra=fields(pipeline=config.name, table=config.table,
                                                    sink=config.sink.type,
                                                    trigger=config.trigger))
+
+    def _resume_position(self) -> None:
+        """Take where the sink is from the checkpoint, before the query starts: the last
+        batch Spark committed and the snapshot its read ended at. Without this a pipeline
+        restarted at the table's head reported every snapshot of the table as lag (`reached`
+        unknown) until its next batch, which an idle table may never bring. A checkpoint
+        that cannot be read leaves the position unknown (logged), as before."""
+        committed = self._committed()
+        if committed is None:
+            return
+        batch, end = committed
+        self.last_batch = max(self.last_batch, batch)
+        self.reached = held_snapshot(end, self.head)
+        self._show_position(self.config.name, batch)
+        self._update_lag()
+
+    def _committed(self) -> tuple[int, StreamOffset] | None:
+        """The checkpoint's last committed batch and where its read ended; None before
+        the first, or if the checkpoint cannot be read (logged)."""
+        checkpoint = open_checkpoint(self.spark, self.config.checkpoint)
+        if checkpoint is None:
+            return None
+        try:
+            return checkpoint.committed_offset()
+        # Blind on purpose: whatever py4j raises reading the checkpoint, the query's own
+        # start says what is wrong with it; the position is only a report.
+        except Exception as error:  # noqa: BLE001
+            log.warning("cannot read the checkpoint's position", extra=fields(
+                pipeline=self.config.name, checkpoint=self.config.checkpoint,
+                error=classify(error).reason))
+            return None
+
+    def _report_unrecorded_batch(self) -> None:
+        """A batch the stopped query committed without reporting its progress (a stop
+        between the two): its line and position come from the checkpoint, so the log has a
+        line for every batch the sink holds."""
+        committed = self._committed()
+        if committed is None or committed[0] <= self.last_batch:
+            return
+        batch, end = committed
+        self.last_batch = batch
+        self.reached = held_snapshot(end, self.head)
+        self.metrics.batches.labels(self.config.name).inc()
+        self._show_position(self.config.name, batch)
+        log.info("batch committed", extra=fields(pipeline=self.config.name, batch=batch,
+                                                 snapshot=self.reached))
+
+    def _show_position(self, name: str, batch: int) -> None:
+        """Put the sink's position (`reached`, after batch `batch`) in metrics and health."""
+        sequence = self.head.sequence_number(self.reached)
+        if sequence is not None:
+            self.metrics.snapshot.labels(name).set(sequence)
+        self.health.update(name, batches=batch + 1, snapshot_id=self.reached,
+                           sequence_number=sequence)
 
     def _observe(self, frame: Any) -> Any:
         from pyspark.sql import functions as F
@@ -184,6 +254,9 @@ class PipelineRun:
             for progress in self._new_progress():
                 self._record(progress)
             query.stop()
+            for progress in self._new_progress():  # reported while the query stopped
+                self._record(progress)
+            self._report_unrecorded_batch()
         # Blind on purpose: the service stops whatever Spark or py4j raise; a query failing
         # while stopping is still stopped.
         except Exception as error:  # noqa: BLE001
@@ -235,11 +308,7 @@ class PipelineRun:
         if reached is not None:
             self.reached = reached
         self.failures = 0
-        sequence = self.head.sequence_number(self.reached)
-        if sequence is not None:
-            self.metrics.snapshot.labels(name).set(sequence)
-        self.health.update(name, batches=batch + 1, snapshot_id=self.reached,
-                           sequence_number=sequence)
+        self._show_position(name, batch)
         log.info("batch committed", extra=fields(
             pipeline=name, batch=batch, snapshot=self.reached, rows=rows,
             seconds=round(seconds, 3),

@@ -2,23 +2,27 @@
 
 On a terminal (`progress = "auto"`) the block of lines is redrawn in place twice a second;
 elsewhere (`"lines"`, or `auto` into a file or pipe) a line is printed when it changes, so a
-log file gets one line per batch rather than one per tick.
+log file gets one line per batch rather than one per tick. With `log = "json"` each such
+line is a JSON record (message `progress`, its values as fields) and never redrawn in
+place, so that every line the service prints is one JSON object.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
+from meltwater.service.logs import JsonFormatter
 from meltwater.service.pipeline import PipelineRun
 
 _SECONDS = re.compile(r"snapshots [0-9.]+s")
 
 
-def progress_line(run: PipelineRun) -> str:
-    """`orders  snapshot 4411… seq 42  lag 0 snapshots 0.0s  1,204 rows/s  batches 17`."""
-    name = run.config.name
+def progress_fields(run: PipelineRun) -> dict[str, Any]:
+    """What a progress line says of a pipeline: its sink's snapshot and sequence number,
+    the lag, rows per second, batches, and a state unless it runs."""
     if run.query is None and run.failure is not None:
         state = "failed: " + run.failure.reason
     elif run.query is None and run.finished:
@@ -30,23 +34,46 @@ def progress_line(run: PipelineRun) -> str:
     else:
         state = ""
     reached = run.reached
-    sequence = run.head.sequence_number(reached)
-    where = "no snapshot yet" if reached is None else f"snapshot {reached} seq {sequence}"
     snapshots, seconds = run.head.lag(reached)
-    parts = [f"{name:<16}", where, f"lag {snapshots} snapshots {seconds:.1f}s",
-             f"{run.rows_per_second:,.0f} rows/s", f"batches {run.last_batch + 1}"]
-    if state:
-        parts.append(state)
+    return {"pipeline": run.config.name, "snapshot": reached,
+            "sequence_number": run.head.sequence_number(reached),
+            "lag_snapshots": snapshots, "lag_seconds": round(seconds, 1),
+            "rows_per_second": round(run.rows_per_second), "batches": run.last_batch + 1,
+            "state": state or "running"}
+
+
+def progress_line(run: PipelineRun) -> str:
+    """`orders  snapshot 4411… seq 42  lag 0 snapshots 0.0s  1,204 rows/s  batches 17`."""
+    values = progress_fields(run)
+    reached = values["snapshot"]
+    where = ("no snapshot yet" if reached is None
+             else f"snapshot {reached} seq {values['sequence_number']}")
+    parts = [f"{values['pipeline']:<16}", where,
+             f"lag {values['lag_snapshots']} snapshots {values['lag_seconds']:.1f}s",
+             f"{run.rows_per_second:,.0f} rows/s", f"batches {values['batches']}"]
+    if values["state"] != "running":
+        parts.append(values["state"])
     return "  ".join(parts)
 
 
-class ProgressDisplay:
-    """Prints the progress lines of `runs` to `stream` in `mode` (auto, lines, off)."""
+def _json_line(run: PipelineRun) -> str:
+    record = logging.makeLogRecord({"name": "meltwater.progress", "levelno": logging.INFO,
+                                    "levelname": "INFO", "msg": "progress",
+                                    "fields": progress_fields(run)})
+    return JsonFormatter().format(record)
 
-    def __init__(self, mode: str, stream: TextIO | None = None) -> None:
+
+class ProgressDisplay:
+    """Prints the progress lines of `runs` to `stream` in `mode` (auto, lines, off), as
+    JSON records with `json_lines`."""
+
+    def __init__(self, mode: str, stream: TextIO | None = None, *,
+                 json_lines: bool = False) -> None:
         self.stream = stream or sys.stdout
         interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.mode = ("live" if interactive else "lines") if mode == "auto" else mode
+        live = interactive and not json_lines
+        self.mode = ("live" if live else "lines") if mode == "auto" else mode
+        self.json_lines = json_lines
         self._last: list[str] = []
         self._drawn = 0
 
@@ -64,7 +91,8 @@ class ProgressDisplay:
         else:
             for index, line in enumerate(lines):
                 if index >= len(self._last) or _changed(self._last[index], line):
-                    self.stream.write(line + "\n")
+                    self.stream.write((_json_line(runs[index]) if self.json_lines else line)
+                                      + "\n")
         self._last = lines
         self.stream.flush()
 

@@ -3,11 +3,15 @@
 Order matters for the promises the service makes:
 1. everything that can be checked without starting is checked first (`preflight`): a bad
    table, sink or key is one line and exit status 2, before Spark or a database is touched;
-2. then the HTTP status server, the SparkSession and one streaming query per pipeline;
-3. the loop folds each query's progress into metrics, health and the progress line, and
+2. each local checkpoint is locked for the life of the process (`lock_checkpoints`): a
+   second service on one is refused in one line, exit 2;
+3. then the HTTP status server (`/health` 503 `starting` until every pipeline's query has
+   started), the SparkSession (what its JVM prints going to the Spark log,
+   `meltwater.service.spark_output`) and one streaming query per pipeline;
+4. the loop folds each query's progress into metrics, health and the progress line, and
    restarts a failed query from its checkpoint with backoff when the failure may heal; one
    that cannot (`meltwater.service.failures`) stops its pipeline, `/health` says why;
-4. on SIGTERM/SIGINT each running batch may finish (up to `shutdown-timeout`), the queries
+5. on SIGTERM/SIGINT each running batch may finish (up to `shutdown-timeout`), the queries
    stop, and the process exits 0. A kill -9 instead loses nothing either: the next start
    resumes from the checkpoint, and the sinks skip a batch they already hold.
 
@@ -26,14 +30,28 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from meltwater.planner.change_range import resolve_start
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.metadata import Table, load_table
-from meltwater.service.config import AVAILABLE_NOW, ConfigError, PipelineConfig, ServiceConfig
+from meltwater.service.checkpoints import (
+    LOCK_NAME,
+    CheckpointLock,
+    has_offsets,
+    holder,
+    uncreatable,
+)
+from meltwater.service.config import (
+    AVAILABLE_NOW,
+    SPARK_LOG_OFF,
+    CheckpointInUseError,
+    ConfigError,
+    PipelineConfig,
+    ServiceConfig,
+    SparkStartError,
+    local_path,
+)
 from meltwater.service.failures import Action
 from meltwater.service.logs import fields, setup_logging
 from meltwater.service.metrics import (
@@ -45,7 +63,9 @@ from meltwater.service.metrics import (
 )
 from meltwater.service.pipeline import PipelineRun
 from meltwater.service.progress import ProgressDisplay
+from meltwater.service.spark_output import SparkOutput, spark_log_path
 from meltwater.service.table_head import TableHead
+from meltwater.sinks.errors import InvalidKeyColumnError, MissingKeyColumnsError
 from meltwater.sinks.kinds import sink_kind
 
 log = logging.getLogger("meltwater.service")
@@ -75,44 +95,85 @@ def preflight(config: ServiceConfig) -> list[str]:
             table = load_table(pipeline.table_source)
         except MeltwaterError as error:
             raise ConfigError(f"{where}.table: {error}") from None
-        checkpoint = _local_path(pipeline.checkpoint)
+        checkpoint = local_path(pipeline.checkpoint)
         if checkpoint is not None:
-            problem = _uncreatable(checkpoint)
+            problem = uncreatable(checkpoint)
             if problem is not None:
                 raise ConfigError(f"{where}.checkpoint: {problem}")
-            if not _has_offsets(checkpoint):
+            if not has_offsets(checkpoint):
                 _check_start(pipeline, table, f"{where}.options")
         check = sink_kind(pipeline.sink.type).check
         if check is not None:
             try:
                 check(pipeline.sink.options, pipeline.sink_placement)
+            except (MissingKeyColumnsError, InvalidKeyColumnError) as error:
+                raise ConfigError(f"{where}.sink.key: {error}") from None
             except MeltwaterError as error:
                 raise ConfigError(f"{where}.sink: {error}") from None
+    log_path = spark_log_path(config)
+    if config.spark_log not in (None, SPARK_LOG_OFF) and log_path is not None:
+        problem = uncreatable(log_path.parent)
+        if problem is None and log_path.exists() and not os.access(log_path, os.W_OK):
+            problem = f"{log_path} is not writable"
+        if problem is not None:
+            raise ConfigError(f"{config.source}: service.spark-log: {problem}")
     return warnings
+
+
+def unstarted_master(config: ServiceConfig) -> str | None:
+    """Why Spark would have no master: no `[spark] master` in the configuration and no
+    spark-submit above this process to give one. pyspark would then start `local[*]` with
+    Python workers running whatever `python3` is on PATH, which need not have meltwater:
+    every query failing to create its source, retried forever. None when there is one."""
+    if config.spark_master or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    return (f"{config.source}: spark.master: not set, and the service is not running under "
+            "spark-submit (which would set it): set [spark] master = \"local[2]\", or start "
+            "it with spark-submit (deploy/spark)")
+
+
+def held_checkpoints(config: ServiceConfig) -> list[str]:
+    """What `serve --check` says of checkpoints a running service holds (the lock is asked
+    for, not taken: `--check` changes nothing): `serve` would refuse to start on them."""
+    held = []
+    for index, pipeline in enumerate(config.pipelines):
+        checkpoint = local_path(pipeline.checkpoint)
+        problem = None if checkpoint is None else holder(checkpoint)
+        if problem is not None:
+            held.append(f"{config.source}: pipelines[{index}].checkpoint: {problem}")
+    return held
+
+
+def lock_checkpoints(config: ServiceConfig) -> list[CheckpointLock]:
+    """Take every local checkpoint's lock for the life of this process (see
+    `meltwater.service.checkpoints`); ConfigError naming the first one another service
+    holds. A remote checkpoint cannot be locked: that is said, once, and it is not."""
+    locks: list[CheckpointLock] = []
+    try:
+        for index, pipeline in enumerate(config.pipelines):
+            checkpoint = local_path(pipeline.checkpoint)
+            where = f"{config.source}: pipelines[{index}].checkpoint"
+            if checkpoint is None:
+                log.warning("checkpoint not locked: it is not on this machine's file system; "
+                            "make sure no other service runs this pipeline",
+                            extra=fields(pipeline=pipeline.name, checkpoint=pipeline.checkpoint))
+                continue
+            try:
+                locks.append(CheckpointLock(checkpoint).acquire())
+            except CheckpointInUseError as error:
+                raise ConfigError(f"{where}: {error}") from None
+            except OSError as error:
+                raise ConfigError(f"{where}: cannot lock {checkpoint / LOCK_NAME} "
+                                  f"({_os_reason(error)})") from None
+    except BaseException:
+        for lock in locks:
+            lock.release()
+        raise
+    return locks
 
 
 def _os_reason(error: OSError) -> str:
     return error.strerror or str(error)
-
-
-def _local_path(location: str) -> Path | None:
-    """A checkpoint location on this machine's file system (a path or a file: URI); None
-    for a remote one (s3://, hdfs://, ...), which is not checked."""
-    if location.startswith("file:"):
-        return Path(unquote(urlsplit(location).path)).expanduser()
-    if "://" in location:
-        return None
-    return Path(location).expanduser()
-
-
-def _has_offsets(checkpoint: Path) -> bool:
-    """Whether a query has run from this checkpoint (Spark's `offsets/N` files): it resumes
-    there, and the pipeline's start options no longer matter."""
-    offsets = checkpoint / "offsets"
-    try:
-        return any(entry.name.isdigit() for entry in offsets.iterdir())
-    except OSError:
-        return False
 
 
 def _check_start(pipeline: PipelineConfig, table: Table, where: str) -> None:
@@ -129,28 +190,11 @@ def _check_start(pipeline: PipelineConfig, table: Table, where: str) -> None:
         raise ConfigError(f"{where}: {error}") from None
 
 
-def _uncreatable(path: Path) -> str | None:
-    """Why the directory `path` could not be created (or used), judged without creating
-    anything: `--check` changes nothing on disk. None when it can be."""
-    path = path.resolve()
-    if path.exists():
-        if not path.is_dir():
-            return f"{path} is not a directory"
-        return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"
-    ancestor = path.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        return f"cannot create {path}: {ancestor} is a file"
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"cannot create {path}: {ancestor} is not writable"
-    return None
-
-
-def spark_session(config: ServiceConfig) -> Any:
+def spark_session(config: ServiceConfig, output: SparkOutput | None = None) -> Any:
     """The service's SparkSession: a local one for a configured master (as
     `meltwater.stream.local_session` builds it), else the one spark-submit configured.
-    Either way its JVM, when this process starts it, runs apart (`start_jvm_apart`)."""
+    Either way its JVM, when this process starts it, runs apart (`start_jvm_apart`), its
+    output going to `output` (`meltwater.service.spark_output`)."""
     conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
             "spark.sql.streaming.stopTimeout": "60s"}
     if config.spark_master:
@@ -161,7 +205,7 @@ def spark_session(config: ServiceConfig) -> Any:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         start_jvm_apart({"spark.master": config.spark_master, "spark.app.name": "meltwater",
                          "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
-                         **LOCAL_SESSION_CONF, **conf}, config.spark_master)
+                         **LOCAL_SESSION_CONF, **conf}, config.spark_master, output)
         spark = local_session(config.spark_master, "meltwater", conf)
     else:
         from pyspark.sql import SparkSession
@@ -169,7 +213,7 @@ def spark_session(config: ServiceConfig) -> Any:
         from meltwater.stream.spark.source import register
 
         conf.update(config.spark_conf)
-        start_jvm_apart({"spark.app.name": "meltwater", **conf}, None)
+        start_jvm_apart({"spark.app.name": "meltwater", **conf}, None, output)
         builder = SparkSession.builder.appName("meltwater")
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -180,7 +224,8 @@ def spark_session(config: ServiceConfig) -> Any:
     return spark
 
 
-def start_jvm_apart(conf: dict[str, str], master: str | None) -> bool:
+def start_jvm_apart(conf: dict[str, str], master: str | None,
+                    output: SparkOutput | None = None) -> bool:
     """Start Spark's JVM (pyspark's gateway) in a session of its own, with the settings
     `SparkSession.builder.getOrCreate()` would start it with; False if there is nothing to
     start (spark-submit started this process from its JVM, or a session exists already).
@@ -195,11 +240,16 @@ def start_jvm_apart(conf: dict[str, str], master: str | None) -> bool:
     gateway exits when its stdin, a pipe from this process, closes. (systemd's default
     `KillMode=control-group` signals every process of the unit, whatever its group: the
     unit in deploy/systemd says `KillMode=mixed`.)
+
+    The JVM's stdout and stderr go to `output` (the Spark log file, the console sink's
+    lines to stdout), not into the service's log; a JVM that exits while starting is a
+    SparkStartError naming its last line.
     """
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
     from pyspark import SparkConf
     from pyspark.core.context import SparkContext
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.java_gateway import launch_gateway
 
     from meltwater.stream.spark.session import use_local_spark_home
@@ -211,10 +261,32 @@ def start_jvm_apart(conf: dict[str, str], master: str | None) -> bool:
         spark_conf = SparkConf()
         for key, value in conf.items():
             spark_conf.set(key, value)
-        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+        streams = output.streams() if output is not None else {}
+        try:
+            gateway = launch_gateway(spark_conf,
+                                     popen_kwargs={"start_new_session": True, **streams})
+        except PySparkRuntimeError as error:
+            raise SparkStartError(_jvm_failure(error, output)) from None
+        finally:
+            if output is not None:
+                output.started()
+        if output is not None:
+            log.info("Spark's JVM started; what it prints goes to its own log",
+                     extra=fields(spark_log=str(output.log_path) if output.log_path
+                                  else "off (service.spark-log)"))
         SparkContext._gateway = gateway
         SparkContext._jvm = gateway.jvm
     return True
+
+
+def _jvm_failure(error: Exception, output: SparkOutput | None) -> str:
+    """One line for a JVM that exited while starting: its last words, and where the rest
+    is."""
+    said = output.last_line() if output is not None else None
+    where = "" if output is None or output.log_path is None else \
+        f" (its output: {output.log_path})"
+    return (f"Spark's JVM exited while starting: {said or str(error).splitlines()[0]}"
+            f"{where}")
 
 
 def _quiet_pyspark_loggers() -> None:
@@ -234,10 +306,14 @@ class Service:
         self.metrics = ServiceMetrics()
         self.health = Health()
         self.stopping = threading.Event()
-        self.display = ProgressDisplay(config.progress, progress_stream)
+        self.display = ProgressDisplay(config.progress, progress_stream,
+                                       json_lines=config.log_format == "json")
         self.server: StatusServer | None = None
         self.spark: Any = None
         self.runs: list[PipelineRun] = []
+        self.locks: list[CheckpointLock] = []
+        for pipeline in config.pipelines:  # /health: 503 "starting" until each has started
+            self.health.update(pipeline.name, state="starting")
 
     def request_stop(self, signum: int | None = None, _frame: Any = None) -> None:
         """Ask the service to stop, from a signal handler or another thread."""
@@ -247,6 +323,15 @@ class Service:
 
     def run(self, on_ready: Callable[[Service], None] | None = None) -> int:
         """Run every pipeline until a stop is requested (or all have finished); the exit status."""
+        config = self.config
+        self.locks = lock_checkpoints(config)
+        try:
+            return self._run(on_ready)
+        finally:
+            for lock in self.locks:
+                lock.release()
+
+    def _run(self, on_ready: Callable[[Service], None] | None) -> int:
         config = self.config
         if config.http_host is not None:
             try:
@@ -260,11 +345,11 @@ class Service:
                 url=f"http://{self.server.host}:{self.server.port}/", health="/health",
                 metrics="/metrics"))
         try:
-            self.spark = spark_session(config)
+            output = SparkOutput(spark_log_path(config), json_lines=config.log_format == "json")
+            self.spark = spark_session(config, output)
             self.runs = [PipelineRun(self.spark, p, self.metrics, self.health,
                                      TableHead(p.table_source).start()) for p in config.pipelines]
             for run in self.runs:
-                self.health.update(run.config.name, state="starting")
                 if not self.stopping.is_set():
                     run.launch()
             if on_ready is not None:
@@ -321,7 +406,12 @@ class Service:
 
 def serve(config: ServiceConfig) -> int:
     """Run `config` until a signal; 0 on a clean stop, also when the signal comes while
-    the service is still starting."""
+    the service is still starting.
+
+    With `log = "json"` a refusal (a bad configuration, a checkpoint another service holds)
+    is a JSON record too, and so is a bug's traceback (in the record's `exception`), so
+    that every line the service prints is one JSON object; in the text format the CLI
+    prints the one line (`meltwater.cli.main`)."""
     setup_logging(config.log_format)
     service = Service(config)
     previous = {sig: signal.signal(sig, service.request_stop)
@@ -329,7 +419,20 @@ def serve(config: ServiceConfig) -> int:
     try:
         for warning in preflight(config):
             log.warning(warning)
+        no_master = unstarted_master(config)
+        if no_master is not None:
+            raise ConfigError(no_master)
         return service.run()
+    except MeltwaterError as error:
+        if config.log_format != "json":
+            raise
+        log.error(str(error), extra=fields(error=type(error).__name__))
+        return error.exit_code
+    except Exception:
+        if config.log_format != "json":
+            raise
+        log.exception("the service failed")
+        return EXIT_SPARK_UNUSABLE
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

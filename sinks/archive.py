@@ -60,6 +60,6 @@ def _console(frame: Any, options: Mapping[str, Any], _placement: SinkPlacement) 
 
 
 for _kind in (_archive_kind("parquet"), _archive_kind("json"),
-              SinkKind("console", {"rows": SinkOption(int), "truncate": SinkOption(bool)},
-                       _console)):
+              SinkKind("console", {"rows": SinkOption(int, minimum=1),
+                                   "truncate": SinkOption(bool)}, _console)):
     register_sink_kind(_kind)

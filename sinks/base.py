@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from meltwater.planner.errors import redact_url
+from meltwater.planner.micro_batch import StreamOffset
 from meltwater.sinks.errors import InvalidChangesError, InvalidSinkUrlError
 
 # What `apply` accepts: one Arrow table or batch, a stream (`meltwater.stream.changes`), or
@@ -36,7 +37,8 @@ class Position:
     """Where a sink's pipeline is: its last applied batch and the newest commit it holds.
 
     `snapshot_id` / `sequence_number` are those of the last commit whose changes the sink
-    applied (carried over by empty batches); None until a batch with rows arrives.
+    applied (carried over by empty batches; with the batch's end offset given to `apply`,
+    the newest snapshot the sink holds whole); None until a batch with rows arrives.
     """
 
     batch_id: int
@@ -69,11 +71,15 @@ class Sink(Protocol):
     name: str
 
     def apply(self, batch_id: int, changes: ChangeInput, *, snapshot_id: int | None = None,
-              sequence_number: int | None = None) -> BatchResult:
+              sequence_number: int | None = None,
+              end: StreamOffset | None = None) -> BatchResult:
         """Apply one batch of change rows in one transaction, or skip it if already applied.
 
         `snapshot_id` / `sequence_number` name the commit the batch reaches when the caller
         knows it better than the rows (an empty batch of a range); the rows say otherwise.
+        `end` is the stream offset the batch ends at, when the caller knows it (a Spark
+        micro-batch's, from its checkpoint): the position is then the newest snapshot the
+        sink holds whole after the batch (`StreamOffset.held_snapshot`).
         """
         ...
 

@@ -29,11 +29,13 @@ from meltwater.sinks.errors import SinkError
 class SinkOption:
     """One key of a sink's configuration: its TOML type, and whether it must be given.
 
-    `names` marks a list of column names (each a non-empty string)."""
+    `names` marks a list of column names (each a non-empty string); `minimum` is the least
+    an integer may be."""
 
     kind: type | tuple[type, ...]
     required: bool = False
     names: bool = False
+    minimum: int | None = None
 
 
 @dataclass(frozen=True)

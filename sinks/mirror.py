@@ -44,10 +44,15 @@ dropped from the mirror now if the table dropped it since. With a `Schema` sourc
 missing column is written as null (the rows of an older schema did not have it). Change
 metadata and row lineage columns are not mirrored.
 
-The position a batch records is its last commit's. A Spark micro-batch that ends inside a
-commit (read limits split a commit bigger than the limit) records that commit, though
-the rest of it comes in the next batch; `meltwater.stream.watch.change_stream` explains the
-splitting. """
+The position a batch records is the commit it reaches: `snapshot_id` when the caller
+gives it, else its last commit's (an empty batch carries the previous position forward).
+A caller that knows the stream offset the batch ends at (`end`: the service's mirrors read
+it from the query's checkpoint) gets the truest position: the newest snapshot the mirror
+then holds whole (`StreamOffset.held_snapshot`), which moves on over commits without
+changes too, and is the parent of a commit a Spark micro-batch ends inside (read limits
+split a commit bigger than the limit; `meltwater.stream.watch.change_stream` explains the
+splitting): without `end`, such a batch records that commit, though the rest of it comes in
+the next batch. """
 
 from __future__ import annotations
 
@@ -58,7 +63,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.metadata import TableMetadata, load_table
+from meltwater.planner.metadata import Snapshot, TableMetadata, load_table
+from meltwater.planner.micro_batch import StreamOffset
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink
@@ -105,7 +111,8 @@ class Mirror:
 
     def __init__(self, url: str, *, table: str, source: str | TableSource | Schema,
                  key_columns: Sequence[str] | None = None, pipeline: str | None = None,
-                 keep_dropped_columns: bool = False, dry_run: bool = False) -> None:
+                 keep_dropped_columns: bool = False, dry_run: bool = False,
+                 key_hint: str = "pass key_columns=[...]") -> None:
         """Open (and create if needed) mirror table `table` in the database at `url`.
 
         `pipeline` names this stream of batches in the ledger (default: `table`); give each
@@ -113,11 +120,14 @@ class Mirror:
         new checkpoint, since its batch ids start again from 0. `keep_dropped_columns`
         keeps the SQL column of a column dropped in Iceberg (see the module doc).
         `dry_run` checks all of that and changes nothing (`sinks.database.connect`).
+        `key_hint` is how the caller's user gives key columns, for the error that asks for
+        them (the service's configuration says `key = [...]`).
         """
         self.table = table
         self.pipeline = pipeline or table
         self._source = source
         self._key_names = list(key_columns) if key_columns else None
+        self._key_hint = key_hint
         self.keep_dropped_columns = keep_dropped_columns
         self._metadata: TableMetadata | None = None
         self._db = connect(url, dry_run=dry_run)
@@ -133,34 +143,42 @@ class Mirror:
     # -- the Sink protocol ---------------------------------------------------------------
 
     def apply(self, batch_id: int, changes: ChangeInput, *, snapshot_id: int | None = None,
-              sequence_number: int | None = None) -> BatchResult:
+              sequence_number: int | None = None,
+              end: StreamOffset | None = None) -> BatchResult:
         """Apply one batch of change rows exactly once (see the module doc).
 
         The ledger records the commit the batch reaches: `snapshot_id` / `sequence_number`
         when the caller knows it (the end of a range it read, which an empty batch cannot
-        tell), else the batch's last commit, else (empty) the previous batch's.
+        tell), else the batch's last commit, else (empty) the previous batch's. `end`, the
+        stream offset the batch ends at, replaces `snapshot_id` and `sequence_number`: the
+        rows are in the schema of the commit it reaches, and the ledger records the newest
+        snapshot the mirror then holds whole (see the module doc).
         """
         batch = as_table(changes)
         what = f"batch {batch_id} of pipeline {self.pipeline!r}"
+        reach = snapshot_id if end is None else end.snapshot_id
         with self._db.transaction():
+            if end is not None:
+                snapshot_id = end.held_snapshot(self._parent_of)
+                sequence_number = self._sequence_number(snapshot_id)
             done = self._ledger.find(batch_id)
             if done is not None:
                 _check_replay(done, batch.num_rows, snapshot_id, what)
                 return BatchResult(batch_id, True, batch.num_rows, 0, 0,
                                    _position(self._ledger.last()))
             deleted = upserted = 0
-            schema = self._batch_schema(batch, snapshot_id)
+            schema = self._batch_schema(batch, reach)
             if schema is not None:
                 prepared, keys = self._prepare(batch, schema, what)
                 effect = net_effect(prepared, [k.name for k in keys], what)
-                if snapshot_id is None:
+                if snapshot_id is None and end is None:
                     snapshot_id, sequence_number = effect.snapshot_id, effect.sequence_number
                 if effect.absent.num_rows:
                     deleted = self._db.delete(self.table, keys, effect.absent)
                 if effect.present.num_rows:
                     upserted = self._db.upsert(self.table, self.columns,
                                                [k.name for k in keys], effect.present)
-            if snapshot_id is None:  # an empty batch: the position does not move
+            if snapshot_id is None and end is None:  # an empty batch: the position stays
                 previous = self._ledger.last()
                 if previous is not None:
                     snapshot_id, sequence_number = previous.snapshot_id, previous.sequence_number
@@ -213,6 +231,24 @@ class Mirror:
         assert self._metadata is not None
         return self._metadata.schema_for(self._metadata.snapshot(snapshot_id))
 
+    def _known_snapshot(self, snapshot_id: int) -> Snapshot | None:
+        """A snapshot of the source table (re-read once if the snapshot is newer than ours);
+        None for a `Schema` source, or a snapshot the table no longer has."""
+        if isinstance(self._source, Schema):
+            return None
+        if self._metadata is None or snapshot_id not in self._metadata.snapshots:
+            self._current_schema()
+        assert self._metadata is not None
+        return self._metadata.snapshots.get(snapshot_id)
+
+    def _parent_of(self, snapshot_id: int) -> int | None:
+        snapshot = self._known_snapshot(snapshot_id)
+        return None if snapshot is None else snapshot.parent_id
+
+    def _sequence_number(self, snapshot_id: int | None) -> int | None:
+        snapshot = None if snapshot_id is None else self._known_snapshot(snapshot_id)
+        return None if snapshot is None else snapshot.sequence_number
+
     def _open(self, schema: Schema) -> None:
         """Check the schema maps to SQL, resolve the key, create or record the table."""
         columns = mirror_columns(schema, self._db.dialect)
@@ -258,7 +294,7 @@ class Mirror:
         if not names:
             raise MissingKeyColumnsError(
                 f"{self._source_name} has no identifier fields and no key columns were given: "
-                "pass key_columns=[...] (or set the table's identifier fields, e.g. "
+                f"{self._key_hint} (or set the table's identifier fields, e.g. "
                 "ALTER TABLE ... SET IDENTIFIER FIELDS id)")
         by_name = {c.name: c for c in columns}
         for name in names:

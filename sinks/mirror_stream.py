@@ -32,6 +32,8 @@ from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLU
 from meltwater.stream.errors import SchemaChangedError
 
 MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
+# How a configuration gives a mirror its key columns, for the error that asks for them.
+KEY_HINT = 'set key = ["<column>", ...] in the pipeline\'s sink'
 
 
 def ledger_name(name: str, checkpoint: str) -> str:
@@ -49,7 +51,7 @@ def open_mirror(options: Mapping[str, Any], placement: SinkPlacement, *,
                      key_columns=options.get("key"),
                      pipeline=ledger_name(placement.pipeline, placement.checkpoint),
                      keep_dropped_columns=bool(options.get("keep-dropped-columns", False)),
-                     dry_run=dry_run)
+                     dry_run=dry_run, key_hint=KEY_HINT)
 
 
 def check_mirror(options: Mapping[str, Any], placement: SinkPlacement) -> None:
@@ -80,7 +82,8 @@ def mirror_writer(frame: Any, options: Mapping[str, Any], placement: SinkPlaceme
 
     field_ids = stream_field_ids(placement.table, frame.columns)
     return frame.writeStream.foreachBatch(
-        foreach_batch(lambda: open_mirror(options, placement), field_ids))
+        foreach_batch(lambda: open_mirror(options, placement), field_ids,
+                      checkpoint=placement.checkpoint))
 
 
 def _default_table(placement: SinkPlacement) -> dict[str, Any]:

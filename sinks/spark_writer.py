@@ -18,6 +18,12 @@ give the writer `field_ids` (the stream's column name -> field id, as the table'
 had them when the query started) and each batch carries them, as `meltwater.stream`
 batches do (`meltwater serve` does this for its mirrors).
 
+Give the writer the query's `checkpoint` location too and each batch's sink learns where
+the batch ends, from the checkpoint's `offsets/N` (`meltwater.stream.spark.checkpoint`): its
+position then moves on over commits that change no rows, and stops at the parent of a
+commit the batch ends inside (`Sink.apply`'s `end`). The service's mirrors do this, so the
+ledger, the sink's log line and the service's own line about a batch name one snapshot.
+
 Memory: each micro-batch is collected to that process once, as one Arrow table
 (`DataFrame.toArrow()`), and applied whole in one transaction; bound the batch with the
 source's limits (`streaming-max-rows-per-micro-batch`, `-files-`, `-bytes-`). Nothing
@@ -32,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from meltwater.planner.micro_batch import StreamOffset
 from meltwater.sinks.base import BatchResult, Sink
 from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY
 
@@ -45,12 +52,14 @@ class ForeachBatchWriter:
     """A picklable `foreachBatch` function over a sink opened on first use."""
 
     def __init__(self, open_sink: Callable[[], Sink] | None = None,
-                 sink: Sink | None = None, field_ids: Mapping[str, int] | None = None) -> None:
+                 sink: Sink | None = None, field_ids: Mapping[str, int] | None = None,
+                 checkpoint: str | None = None) -> None:
         if open_sink is None and sink is None:
             raise ValueError("give open_sink or sink")
         self._open_sink = open_sink
         self._sink = sink
         self.field_ids = dict(field_ids) if field_ids else None
+        self.checkpoint = checkpoint
         self.last_result: BatchResult | None = None
 
     @property
@@ -68,12 +77,34 @@ class ForeachBatchWriter:
         batch = df.toArrow()  # the one collect of the batch
         if self.field_ids:
             batch = with_field_ids(batch, self.field_ids)
-        result = self.sink.apply(batch_id, batch)
+        end = self._end_offset(df, batch_id)
+        result = (self.sink.apply(batch_id, batch) if end is None
+                  else self.sink.apply(batch_id, batch, end=end))
         self.last_result = result
+        snapshot = result.position.snapshot_id if result.position else None
         log.info("batch %d %s: %d change rows, %d upserted, %d deleted, at snapshot %s",
                  batch_id, "skipped (applied before)" if result.skipped else "applied",
-                 result.rows, result.upserted, result.deleted,
-                 result.position.snapshot_id if result.position else None)
+                 result.rows, result.upserted, result.deleted, snapshot)
+
+    def _end_offset(self, df: DataFrame, batch_id: int) -> StreamOffset | None:
+        """Where this batch's read ends, from the query's checkpoint (None without one, or
+        if it cannot be read: the sink then goes by the batch's rows)."""
+        if self.checkpoint is None:
+            return None
+        from meltwater.stream.spark.checkpoint import open_checkpoint
+
+        checkpoint = open_checkpoint(df.sparkSession, self.checkpoint)
+        if checkpoint is None:
+            return None
+        try:
+            return checkpoint.end_offset(batch_id)
+        # Blind on purpose: whatever py4j raises reading the file, the batch is applied as
+        # its rows say (the sink's position may then lag behind commits without changes).
+        except Exception as error:  # noqa: BLE001
+            log.warning("checkpoint %s: cannot read where batch %d ends (%s)",
+                        self.checkpoint, batch_id, str(error).splitlines()[0] if str(error)
+                        else type(error).__name__)
+            return None
 
     def close(self) -> None:
         """Close the sink, if it was opened; the next batch opens it again."""
@@ -98,13 +129,15 @@ def with_field_ids(batch: pa.Table, field_ids: Mapping[str, int]) -> pa.Table:
 
 
 def foreach_batch(sink: Sink | Callable[[], Sink],
-                  field_ids: Mapping[str, int] | None = None) -> ForeachBatchWriter:
+                  field_ids: Mapping[str, int] | None = None,
+                  checkpoint: str | None = None) -> ForeachBatchWriter:
     """A function for `df.writeStream.foreachBatch(...)` applying batches to a sink.
 
     Pass a function that opens the sink (picklable: works under Spark Connect too), or an
     open sink (classic Spark, where the function runs in the driver's own process), and
-    optionally the stream's field ids by column name (see the module doc).
+    optionally the stream's field ids by column name and the query's checkpoint location
+    (see the module doc).
     """
     if isinstance(sink, Sink):
-        return ForeachBatchWriter(sink=sink, field_ids=field_ids)
-    return ForeachBatchWriter(open_sink=sink, field_ids=field_ids)
+        return ForeachBatchWriter(sink=sink, field_ids=field_ids, checkpoint=checkpoint)
+    return ForeachBatchWriter(open_sink=sink, field_ids=field_ids, checkpoint=checkpoint)

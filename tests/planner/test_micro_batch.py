@@ -148,6 +148,18 @@ def test_offsets_this_version_cannot_read_are_refused(obj, message):
 # -- costs and budgets -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("offset", "held"), [
+    (StreamOffset(7, 4, complete=True, ordinal=2), 7),  # its commit read whole
+    (StreamOffset(7, 2, complete=False, ordinal=2), 5),  # in part: the parent, whole
+    (StreamOffset(7, 0, complete=False, ordinal=0), 5),  # a stream's start, before 7
+    (StreamOffset(7, 9, complete=True, scan_all_files=True, ordinal=0), 7),  # contents, all
+    (StreamOffset(7, 3, complete=False, scan_all_files=True, ordinal=0), None),  # some
+    (StreamOffset(None, complete=True), None),  # before the first snapshot
+])
+def test_the_snapshot_an_offset_holds_whole(offset, held):
+    assert offset.held_snapshot({7: 5}.get) == held
+
+
 def test_a_task_costs_its_data_file_and_the_delete_files_it_reads():
     d1, d2 = position_delete("d1", 3 * MB), position_delete("d2", 5 * MB)
     assert task_cost(added("a", 10 * MB, 100)) == Cost(1, 100, 10 * MB)

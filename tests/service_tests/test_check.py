@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from loopback_ports import free_port
 
+from meltwater.service.checkpoints import CheckpointLock
+from meltwater.service.checkpoints import holder as holder_of
 from service_tests.harness import tree
 
 
@@ -22,10 +24,11 @@ def run_serve(config: Path, *args: str, timeout: float = 60) -> subprocess.Compl
 
 
 def write(path: Path, *, table: str, checkpoint: Path | str, sink: str, options: str = "",
-          http: str = "off", catalogs: str = "") -> Path:
+          http: str = "off", catalogs: str = "", spark: str = "") -> Path:
     path.write_text(f"""
 [service]
 http = "{http}"
+{spark}
 {catalogs}
 [[pipelines]]
 name = "orders"
@@ -105,6 +108,10 @@ def cases(tmp_path, corpus):
         ("postgres-password", dict(sink='type = "postgres"\nurl = '
                                         '"postgresql://app:s3cr3t@127.0.0.1:1/db"'),
          "pipelines[0].sink: cannot connect to postgresql://app:***@127.0.0.1:1/db"),
+        ("mirror-without-key", dict(table=corpus.scenarios["cow_partitioned"].location),
+         f"pipelines[0].sink.key: table {corpus.scenarios['cow_partitioned'].location} has no "
+         "identifier fields and no key columns were given: set key = [\"<column>\", ...] in "
+         "the pipeline's sink"),
         ("catalog-password", dict(table="lake.db.orders", catalogs=(
             '[catalogs.lake]\ntype = "sql"\nuri = "postgresql://app:s3cr3t@127.0.0.1:1/cat"')),
          "pipelines[0].table: table lake.db.orders: catalog 'lake' at "
@@ -128,6 +135,7 @@ def test_check_refuses_what_would_fail_later(cases):
         assert len(lines) == 1 and expected in lines[0], (name, result.stderr)
         assert "s3cr3t" not in result.stderr
         assert "Traceback" not in result.stderr
+        assert "key_columns" not in result.stderr  # the Python API's name, not the TOML key
 
 
 def test_a_start_option_is_not_checked_once_the_checkpoint_has_run(tmp_path, corpus):
@@ -172,3 +180,92 @@ def test_serve_with_its_port_taken_says_so_in_one_line(tmp_path, corpus):
     assert time.monotonic() - started < 30, "did it start Spark first?"
     assert not (tmp_path / "m.db").exists() and not (tmp_path / "chk").exists()
     assert os.listdir(tmp_path) == ["svc.toml"]
+
+
+HOLD = """\
+import sys
+from pathlib import Path
+from meltwater.service.checkpoints import CheckpointLock
+CheckpointLock(Path(sys.argv[1])).acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_held_checkpoint_is_warned_of_by_check_and_refused_by_serve(tmp_path, corpus):
+    """A checkpoint whose lock another process holds: `--check` says so and changes nothing,
+    `serve` refuses at once in one line naming it and the holder's pid (before Spark), and
+    once the holder is killed with SIGKILL the lock is free again."""
+    checkpoint = tmp_path / "chk"
+    with subprocess.Popen([sys.executable, "-c", HOLD, str(checkpoint)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            _refused_while_held(tmp_path, corpus, checkpoint, holder.pid, holder.stdout)
+        finally:
+            holder.kill()
+            holder.wait(timeout=30)
+    assert holder_of(checkpoint) is None  # the kernel let go of it with the process
+    lock = CheckpointLock(checkpoint).acquire()
+    assert (checkpoint / "meltwater.lock").read_text() == f"{os.getpid()}\n"
+    lock.release()
+
+
+def _refused_while_held(tmp_path: Path, corpus, checkpoint: Path, pid: int, stdout) -> None:
+    """`--check` warns, `serve` refuses, while process `pid` holds the lock."""
+    assert stdout.readline() == "held\n"
+    config = write(tmp_path / "svc.toml",
+                   table=corpus.scenarios["equality_deletes"].location,
+                   checkpoint=checkpoint, sink=f'type = "sqlite"\nurl = '
+                                               f'"sqlite:///{tmp_path}/m.db"',
+                   spark='[spark]\nmaster = "local[1]"')
+    held = (f"pipelines[0].checkpoint: checkpoint {checkpoint} is held by another "
+            f"meltwater serve (pid {pid}): two services on one checkpoint would "
+            "both write its offsets and its sink")
+    before = tree(tmp_path)
+    result = run_serve(config, "--check")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"meltwater: warning: {config}: {held}"), result.stderr
+    assert tree(tmp_path) == before
+    result = run_serve(config)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"meltwater: {config}: {held}"), lines
+    assert tree(tmp_path) == before and not (tmp_path / "m.db").exists()
+
+
+def test_serve_without_a_master_outside_spark_submit_says_so_in_one_line(tmp_path, corpus):
+    """No [spark] master and no spark-submit above it: pyspark would start local[*] with
+    workers running whatever `python3` is on PATH, each query failing to create its source
+    and retried forever. Refused at start instead, before Spark; `--check` passes (the
+    configuration may be meant for spark-submit)."""
+    config = write(tmp_path / "svc.toml", table=corpus.scenarios["equality_deletes"].location,
+                   checkpoint=tmp_path / "chk",
+                   sink=f'type = "sqlite"\nurl = "sqlite:///{tmp_path}/m.db"')
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT",
+                                                            "PYSPARK_PYTHON")}
+    assert subprocess.run([sys.executable, "-m", "meltwater.cli.main", "serve", "--config",
+                           str(config), "--check"], capture_output=True, text=True,
+                          timeout=60, env=env).returncode == 0
+    result = subprocess.run([sys.executable, "-m", "meltwater.cli.main", "serve", "--config",
+                             str(config)], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"meltwater: {config}: spark.master: not set, and the service is not running under "
+        "spark-submit (which would set it): set [spark] master = \"local[2]\", or start it "
+        "with spark-submit (deploy/spark)"]
+    assert os.listdir(tmp_path) == ["svc.toml"]
+
+
+def test_a_jvm_that_cannot_start_is_one_line_naming_its_reason(tmp_path, corpus):
+    """A setting the JVM refuses: Spark's JVM exits at once; the service says why in one line
+    (the JVM's own words, not its boilerplate) and where the rest is, exit 2."""
+    config = write(tmp_path / "svc.toml", table=corpus.scenarios["equality_deletes"].location,
+                   checkpoint=tmp_path / "chk", sink='type = "console"',
+                   spark='[spark]\nmaster = "local[1]"\n[spark.conf]\n'
+                         '"spark.driver.memory" = "lots"')
+    result = run_serve(config)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "meltwater: Spark's JVM exited while starting: Invalid maximum heap size: -Xmxlots "
+        f"(its output: {tmp_path / 'chk' / 'spark.log'})")
+    assert "Traceback" not in result.stderr

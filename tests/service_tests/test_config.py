@@ -79,6 +79,25 @@ def test_durations(text, seconds):
      "pipelines[1].name: 'orders' is used by an earlier pipeline"),
     ({"pipelines": [minimal()["pipelines"][0], minimal(name="b")["pipelines"][0]]},
      "pipelines[1].checkpoint: '/tmp/chk' is also pipeline 'orders''s"),
+    ({"pipelines": [minimal()["pipelines"][0],
+                    minimal(name="b", checkpoint="file:///tmp/./chk/")["pipelines"][0]]},
+     "pipelines[1].checkpoint: 'file:///tmp/./chk/' is also pipeline 'orders''s: two "
+     "queries cannot share a checkpoint"),
+    (minimal(sink={"type": "console", "rows": -1}),
+     "pipelines[0].sink.rows: expected at least 1, got -1"),
+    (minimal(checkpoint=""), "pipelines[0].checkpoint: expected a directory, got \"\""),
+    ({"service": {"spark-log": ""}, **minimal()},
+     "service.spark-log: expected a file path or \"off\""),
+    ({"pipelines": [minimal()["pipelines"][0], minimal(
+        name="b", checkpoint="/tmp/chk-b",
+        sink={"type": "sqlite", "url": "sqlite:////tmp/m.db", "table": "orders"})[
+        "pipelines"][0]]},
+     "pipelines[1].sink: writes what pipeline 'orders' writes (table 'orders' of "
+     "sqlite:////tmp/m.db): two pipelines cannot share a destination"),
+    ({"pipelines": [minimal(sink={"type": "parquet", "path": "/tmp/archive"})["pipelines"][0],
+                    minimal(name="b", checkpoint="/tmp/chk-b", trigger="10s",
+                            sink={"type": "json", "path": "/tmp/archive/"})["pipelines"][0]]},
+     "pipelines[1].sink: writes what pipeline 'orders' writes (path '/tmp/archive/')"),
 ])
 def test_bad_configs_name_the_key(document, message):
     with pytest.raises(ConfigError) as raised:
@@ -86,6 +105,16 @@ def test_bad_configs_name_the_key(document, message):
     text = str(raised.value)
     assert text.startswith("svc.toml: ") and message in text, text
     assert "\n" not in text
+
+
+def test_a_checkpoint_and_spark_log_under_home_are_where_spark_writes_them():
+    """Spark takes a path's "~" literally (a directory named ~ in the working directory),
+    while the service's checks and its lock would look in the home directory: the
+    configuration expands it, so all of them use one place."""
+    config = parse_config({"service": {"spark-log": "~/logs/spark.log"},
+                           **minimal(checkpoint="~/chk")})
+    assert config.pipelines[0].checkpoint == str(Path.home() / "chk")
+    assert config.spark_log == str(Path.home() / "logs" / "spark.log")
 
 
 def test_stream_options_are_known_by_name():
@@ -145,7 +174,8 @@ def test_cli_rejects_a_bad_config_before_starting_anything(tmp_path, corpus):
         "table": f'[[pipelines]]\nname="a"\ntable="{tmp_path}/none"\ncheckpoint="{tmp_path}/c"\n'
                  '[pipelines.sink]\ntype="console"\n',
     }
-    expected = {"sink": "pipelines[0].sink: ", "table": "pipelines[0].table: "}
+    expected = {"sink": "pipelines[0].sink.key: key column 'nope' is not a top-level column",
+                "table": "pipelines[0].table: "}
     for case, text in cases.items():
         path = tmp_path / f"{case}.toml"
         path.write_text(text)

@@ -97,6 +97,25 @@ Logical Plan:
 """
 
 
+# A source's Python worker could not import meltwater (a worker Python without it).
+WORKER_WITHOUT_MELTWATER = """\
+[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: Traceback (most \
+recent call last):
+  File "/usr/lib/python3/site-packages/pyspark/python/lib/pyspark.zip/pyspark/sql/worker/\
+utils.py", line 98, in worker_run
+    main(infile, outfile)
+  File "/usr/lib/python3/site-packages/pyspark/python/lib/pyspark.zip/pyspark/serializers.py\
+", line 483, in loads
+    return cloudpickle.loads(obj, encoding=encoding)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+ModuleNotFoundError: No module named 'meltwater'
+ SQLSTATE: 38000
+
+=== Streaming Query ===
+Identifier: p [id = 9e1c6196, runId = 585fdfbb]
+"""
+
+
 class ReportedError(Exception):
     """An exception carrying Spark's text, as StreamingQueryException / Py4JJavaError do."""
 
@@ -110,6 +129,12 @@ def test_meltwater_errors_are_found_in_spark_text_and_named_in_their_words():
     assert failure.action is Action.STOP
     assert failure.reason == ("NoSuchSnapshotError: start-snapshot-id 12345 is not a snapshot "
                               "of table /warehouse/db/orders (expired or never committed)")
+
+
+def test_a_python_workers_traceback_is_named_by_its_error_not_its_first_line():
+    failure = classify(ReportedError(WORKER_WITHOUT_MELTWATER))
+    assert failure.reason == ("[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source "
+                              "instance: ModuleNotFoundError: No module named 'meltwater'")
 
 
 def test_java_failures_that_cannot_heal_stop_and_a_poisoned_session_exits():

@@ -8,10 +8,12 @@ import json
 import logging
 import socket
 import struct
+import urllib.error
 import urllib.request
 
 import pytest
 
+from meltwater.service.config import parse_config
 from meltwater.service.logs import setup_logging
 from meltwater.service.metrics import (
     Health,
@@ -20,6 +22,7 @@ from meltwater.service.metrics import (
     check_listen,
     exposure_warning,
 )
+from meltwater.service.runner import Service
 
 
 @pytest.fixture
@@ -78,3 +81,38 @@ def test_listening_beyond_loopback_is_warned_of():
     warning = exposure_warning("0.0.0.0", 9464)
     assert warning is not None
     assert "0.0.0.0:9464" in warning and "without authentication" in warning
+
+
+def _get_health(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health") as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_health_is_503_starting_until_every_pipeline_has_started():
+    """A readiness probe must not route to a service whose pipelines have not started: its
+    status server answers from the moment it listens, seconds before Spark is up."""
+    config = parse_config({"pipelines": [
+        {"name": name, "table": "/t", "checkpoint": f"/tmp/chk-{name}", "trigger": trigger,
+         "sink": {"type": "console"}}
+        for name, trigger in (("orders", "event"), ("refunds", "available-now"))]})
+    service = Service(config)
+    server = StatusServer("127.0.0.1", 0, service.metrics, service.health).start()
+    try:
+        status, document = _get_health(server.port)
+        assert (status, document["status"]) == (503, "starting")
+        assert document["reason"] == "pipelines not started yet: orders, refunds"
+        service.health.update("refunds", state="finished")  # available-now, done already
+        status, document = _get_health(server.port)
+        assert (status, document["reason"]) == (503, "pipelines not started yet: orders")
+        service.health.update("orders", state="running")
+        status, document = _get_health(server.port)
+        assert (status, document["status"], "reason" in document) == (200, "ok", False)
+        service.health.update("orders", state="failing", last_error="SinkUnavailableError: x")
+        status, document = _get_health(server.port)
+        assert (status, document["status"], document["reason"]) == (
+            503, "failing", "orders: SinkUnavailableError: x")
+    finally:
+        server.close()

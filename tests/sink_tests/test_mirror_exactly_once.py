@@ -17,6 +17,7 @@ from mirror_read import fetch, read_mirror
 import meltwater.stream
 from corpus.compare import row_multiset
 from meltwater.planner.metadata import load_table
+from meltwater.planner.micro_batch import StreamOffset
 from meltwater.sinks import Mirror
 from meltwater.sinks.errors import BatchMismatchError, InvalidChangesError, NullKeyError
 from meltwater.sinks.ledger import Ledger
@@ -141,6 +142,31 @@ def test_an_empty_batch_counts_as_done_and_keeps_the_position(database, table):
         assert mirror.apply(1, empty).skipped
         result = mirror.apply(2, empty, snapshot_id=main[1], sequence_number=2)
         assert (result.position.snapshot_id, result.position.sequence_number) == (main[1], 2)
+
+
+def test_a_batch_end_offset_is_the_snapshot_the_mirror_holds_whole(database, table):
+    """Given where a batch's stream read ends (the service reads it from Spark's checkpoint),
+    the ledger names the newest snapshot the mirror then holds whole: the end's snapshot
+    even for a batch without rows (the table's last two commits change nothing, and the
+    rows alone would leave the position behind), the parent of a commit the batch ends
+    inside, as read limits split one."""
+    scenario, metadata, main, batches = table
+    assert batches[-1].num_rows == batches[-2].num_rows == 0
+    with Mirror(database, table=NAME, source=scenario.location) as mirror:
+        mirror.apply(0, batches[0], end=StreamOffset(main[0], 3, complete=True, ordinal=0))
+        part = StreamOffset(main[1], 1, complete=False, ordinal=1)  # main[1] read in part
+        assert mirror.apply(1, batches[1], end=part).position.snapshot_id == main[0]
+        rest = StreamOffset(main[1], 2, complete=True, ordinal=1)
+        result = mirror.apply(2, batches[1].slice(0, 0), end=rest)
+        assert (result.position.snapshot_id, result.position.sequence_number) == (
+            main[1], metadata.snapshot(main[1]).sequence_number)
+        for batch_id in range(3, len(main) + 1):
+            snapshot_id = main[batch_id - 1]
+            end = StreamOffset(snapshot_id, 1, complete=True, ordinal=batch_id - 1)
+            result = mirror.apply(batch_id, batches[batch_id - 1], end=end)
+            assert result.position.snapshot_id == snapshot_id, batch_id
+        assert mirror.reached().sequence_number == metadata.snapshot(main[-1]).sequence_number
+        assert mirror.apply(len(main), batches[-1], end=end).skipped  # Spark's replay
 
 
 def test_a_refused_batch_applies_nothing(database, table):
