@@ -20,16 +20,10 @@ import time
 from pathlib import Path
 
 from loopback_ports import free_port
+from service_process import Pipeline, ServiceProcess, descendants, running, write_config
 
 from meltwater.sinks.mirror_stream import ledger_name
-from service_tests.harness import (
-    Pipeline,
-    ServiceProcess,
-    descendants,
-    log_records,
-    running,
-    write_config,
-)
+from service_tests.harness import log_records
 from sink_tests.mirror_read import fetch
 from stream_tests.replay import Replay
 
