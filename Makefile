@@ -43,7 +43,7 @@ lint: $(BIN)/meltwater typecheck
 # mypy over the product as `meltwater.*` ([tool.mypy] in pyproject.toml): the folders are the
 # subpackages, so mypy reads them through a link tree, build/typecheck/meltwater/<folder>.
 TYPECHECK := build/typecheck/meltwater
-TYPECHECKED := planner stream sinks service cli
+TYPECHECKED := planner stream output sinks service cli
 
 typecheck: $(BIN)/meltwater
 	@mkdir -p $(TYPECHECK)

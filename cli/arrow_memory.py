@@ -16,8 +16,9 @@ Arrow has two defaults to set, at two moments:
   anything imports pyarrow (the console script's entry, `meltwater.cli.entry`, calls it
   first). Left at mimalloc, those buffers alone cost a scan to Parquet 3.5% of its time in
   runs from cold (1.646 s against 1.590 s, 9 rounds);
-- pyarrow's own default (compute kernels, buffers, the Parquet parts of `parquet_parts`)
-  follows `pa.set_memory_pool`: `use_command_memory_pool`, once pyarrow is loaded.
+- pyarrow's own default (compute kernels, buffers, the Parquet parts of
+  `meltwater.output.parquet_parts`) follows `pa.set_memory_pool`:
+  `use_command_memory_pool`, once pyarrow is loaded.
 
 A pool the user chose with ARROW_DEFAULT_MEMORY_POOL is left as it is. Neither function
 is for library use: the pool is process-wide, and the variable is inherited by children.

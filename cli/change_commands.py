@@ -73,8 +73,8 @@ def row_options(args: argparse.Namespace) -> RowOptions:
 def cmd_changes(args: argparse.Namespace) -> int:
     """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
     from meltwater.cli.progress import Progress, wanted
+    from meltwater.output.writers import write_stream
     from meltwater.stream.engine.change_feed import change_feed
-    from meltwater.stream.engine.output import write_stream
     from meltwater.stream.engine.scan import limited
 
     if args.limit is not None and args.limit < 0:
@@ -98,7 +98,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
                   details=details) as progress:
         reader = progress.count(reader, seen)
         if args.format == "debezium-jsonl":
-            from meltwater.stream.engine.change_output import write_debezium_jsonl
+            from meltwater.output.change_events import write_debezium_jsonl
 
             count = write_debezium_jsonl(reader, args.output, feed.table.location)
         else:

@@ -8,7 +8,7 @@ notebook) leaves that process's allocator alone.
 
 from __future__ import annotations
 
-from meltwater.stream.engine.arrow_memory import choose_arrow_allocator
+from meltwater.cli.arrow_memory import choose_arrow_allocator
 
 
 def main() -> int:

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from meltwater.cli import change_commands, serve_command, signals, table_commands, watch_command
+from meltwater.cli.arrow_memory import use_command_memory_pool
 from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from meltwater.planner.errors import MeltwaterError
-from meltwater.stream.engine.arrow_memory import use_command_memory_pool
 
 Handler = Callable[[argparse.Namespace], int]
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # what only writing raises

@@ -4,7 +4,7 @@ blocked in C cannot hold up.
 Python turns Ctrl-C (SIGINT) into KeyboardInterrupt, which runs every `finally` and
 context manager on its way out; SIGTERM's default action kills the process on the spot,
 leaving whatever it was writing half done (an `--output` file's temporary sibling, see
-`meltwater.stream.engine.output_file`). Under `signals_raise()` SIGTERM raises `Terminated` in the
+`meltwater.output.files`). Under `signals_raise()` SIGTERM raises `Terminated` in the
 main thread and SIGINT raises KeyboardInterrupt, so both take the same cleanup path.
 
 An exception raised from a signal handler lands wherever the main thread happens to be,
@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from meltwater.stream.engine.output_file import remove_unfinished
+from meltwater.output.files import remove_unfinished
 
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a process Ctrl-C ended
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143

@@ -214,7 +214,7 @@ def _compact(row: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
     """`meltwater snapshots`: list a table's snapshots, with the refs that point at each."""
-    from meltwater.stream.engine.output import write_stream
+    from meltwater.output.writers import write_stream
 
     rows = _snapshot_rows(load_table(table_source_of(args)).metadata)
     if args.format == "table":
@@ -240,7 +240,7 @@ _COMPACT_SCHEMA = pa.schema([
 def cmd_scan(args: argparse.Namespace) -> int:
     """`meltwater scan`: write a table's rows at a snapshot, deletes applied."""
     from meltwater.cli.progress import Progress, wanted
-    from meltwater.stream.engine.output import write_stream
+    from meltwater.output.writers import write_stream
     from meltwater.stream.engine.scan import read_plan
 
     if args.limit is not None and args.limit < 0:
@@ -263,7 +263,7 @@ def _plural(count: int, noun: str) -> str:
 def cmd_plan(args: argparse.Namespace) -> int:
     """`meltwater plan`: show how a scan is planned (pruning counts and task groups) without
     reading data."""
-    from meltwater.stream.engine.output_file import output_destination
+    from meltwater.output.files import output_destination
 
     planned = _planned(args)
     scan = planned.scan

@@ -13,7 +13,7 @@ One event per change, one JSON object per line::
   phase does).
 - `source.ts_ms` is the commit's timestamp; the top-level `ts_ms` is when meltwater
   produced the event, as in Debezium (pass `ts_ms` for reproducible output).
-- Values are converted like the `jsonl` format (`meltwater.stream.engine.output`): ISO times, exact
+- Values are converted like the `jsonl` format (`meltwater.output.writers`): ISO times, exact
   decimals as strings, bytes in base64, NaN and the infinities as the strings "NaN",
   "Infinity" and "-Infinity" (JSON has no literal for them), nested values too.
 
@@ -30,6 +30,9 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from meltwater.output.errors import ChangeOutputError
+from meltwater.output.files import output_destination
+from meltwater.output.json_values import json_default, json_safe
 from meltwater.stream.engine.change_schema import (
     CANONICAL_NAMES,
     CHANGE_TYPE,
@@ -41,10 +44,7 @@ from meltwater.stream.engine.change_schema import (
     UPDATE_AFTER,
     UPDATE_BEFORE,
 )
-from meltwater.stream.engine.json_values import json_default, json_safe
-from meltwater.stream.engine.output_file import output_destination
 from meltwater.stream.engine.updates import data_columns
-from meltwater.stream.errors import ChangeOutputError
 
 
 def _ms(value: Any) -> int | None:
@@ -104,7 +104,7 @@ def write_debezium_jsonl(reader: Iterable[pa.RecordBatch], output: str | IO[str]
                          ts_ms: int | None = None) -> int:
     """Write Debezium events as JSON lines to a path, an open text file, or stdout (None);
     returns the number of events (an update pair is one). A path is replaced only once
-    every event is written (`meltwater.stream.engine.output_file`)."""
+    every event is written (`meltwater.output.files`)."""
     if output is not None and not isinstance(output, str):
         return _write_events(reader, output, table_name, initial_snapshot, ts_ms)
     with output_destination(output, text=True) as handle:

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from meltwater.stream.errors import OutputFileError
+from meltwater.output.errors import OutputFileError
 
 # What only writing raises: a full disk or quota, a file over the size limit. Raised inside
 # a block, they are the output's, whatever call (a flush, Arrow's writer) ran into them.

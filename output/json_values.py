@@ -1,6 +1,6 @@
 """How a value is written as JSON, in one place for every JSON writer: the row-by-row
-writer and the column renderer of `--format jsonl` (`output`, `output_text`) and the
-change events of `change_output`, so that the three agree value for value.
+writer and the column renderer of `--format jsonl` (`writers`, `text`) and the
+change events of `change_events`, so that the three agree value for value.
 """
 
 from __future__ import annotations

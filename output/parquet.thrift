@@ -1,6 +1,6 @@
 // Vendored unchanged from apache/parquet-format, src/main/thrift/parquet.thrift at commit
 // 24102ed (2026), the format's own definition of the footer; read by
-// meltwater/stream/engine/parquet_footer.py through thriftpy2. Apache License 2.0, as below.
+// meltwater/output/parquet_footer.py through thriftpy2. Apache License 2.0, as below.
 /**
  * Licensed to the Apache Software Foundation (ASF) under one
  * or more contributor license agreements.  See the NOTICE file

@@ -3,7 +3,7 @@
 A Parquet file is the magic `PAR1`, its column chunks, its footer (a `FileMetaData` struct
 in Thrift's compact protocol), the footer's length (4 bytes, little-endian) and the magic
 again. Nothing in a column chunk says where it is in the file; only the footer does. That
-is what lets `meltwater.stream.engine.parquet_parts` join Parquet files encoded apart into
+is what lets `meltwater.output.parquet_parts` join Parquet files encoded apart into
 one: their column chunks are copied as they are, and one footer lists every row group with
 its offsets moved by where its bytes landed.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meltwater.stream.errors import ParquetFooterError
+from meltwater.output.errors import ParquetFooterError
 
 MAGIC = b"PAR1"
 DEFINITION = Path(__file__).with_name("parquet.thrift")

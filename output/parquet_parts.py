@@ -10,9 +10,9 @@ each piece is written as a Parquet file of its own, in memory, on a worker threa
 (`PartEncoder`); `PartsWriter` puts the pieces into the output in order: their column
 chunks copied as pyarrow wrote them, the pieces of one row group joined into one row group,
 and one footer at the end lists every row group, its offsets moved by where its bytes
-landed (`meltwater.stream.engine.parquet_footer`). pyarrow encodes every column chunk on
+landed (`meltwater.output.parquet_footer`). pyarrow encodes every column chunk on
 its own, so for the same row groups and options that is byte for byte the file one
-`ParquetWriter` writes; tests/stream_tests/test_parquet_parts.py holds it to that. Cutting
+`ParquetWriter` writes; tests/output_tests/test_parquet_parts.py holds it to that. Cutting
 row groups into columns keeps every core busy to the end: the last row group, which starts
 when the reading ends, is encoded on all of them rather than on one.
 
@@ -38,8 +38,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from meltwater.stream.engine.output_file import BytesSink, write_in_pieces
-from meltwater.stream.engine.parquet_footer import (
+from meltwater.output.errors import ParquetFooterError
+from meltwater.output.files import BytesSink, write_in_pieces
+from meltwater.output.parquet_footer import (
     MAGIC,
     dictionary_abandoned,
     footer_bytes,
@@ -47,7 +48,6 @@ from meltwater.stream.engine.parquet_footer import (
     move_row_group,
     split_parquet,
 )
-from meltwater.stream.errors import ParquetFooterError
 
 _CAPACITY_STEP = 16 << 20
 

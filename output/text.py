@@ -14,7 +14,7 @@ the row-by-row writers gave, and a column whose values this module cannot render
 takes the slow path alone:
 
 - JSON: `json.dumps(row, default=json_default, allow_nan=False)` of `json_value`'s row
-  (`meltwater.stream.engine.output`), so ", " and ": " separators, ASCII only (non-ASCII
+  (`meltwater.output.writers`), so ", " and ": " separators, ASCII only (non-ASCII
   escaped), floats as Python's `repr`, NaN and the infinities as strings, times as
   `isoformat()`. Integers, booleans, strings, doubles and floats, decimals, dates and
   timestamps (naive or UTC, to microseconds) are rendered by Arrow; the few values Arrow
@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from meltwater.stream.engine.json_values import json_default, json_value
+from meltwater.output.json_values import json_default, json_value
 
 # Python's repr writes a float without an exponent from 1e-4 up to 1e16. There, when Arrow
 # writes it without an exponent too (it switches by digits, not magnitude: 1e+15, and

@@ -3,7 +3,7 @@
 Every writer consumes the stream batch by batch, so `meltwater scan ... --format parquet`
 of a large table holds one batch at a time (the table format prints, it does not sort).
 An output file is written beside its path and renamed into place only when complete
-(`meltwater.stream.engine.output_file`): a failure or a signal never leaves part of one.
+(`meltwater.output.files`): a failure or a signal never leaves part of one.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from meltwater.stream.engine.json_values import json_default, json_safe, json_value
-from meltwater.stream.engine.output_file import WriteBack, output_destination, write_in_pieces
-from meltwater.stream.engine.output_pipeline import ordered_map, writing_behind
-from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
-from meltwater.stream.engine.parquet_parts import (
+from meltwater.output.errors import OutputError
+from meltwater.output.files import WriteBack, output_destination, write_in_pieces
+from meltwater.output.json_values import json_default, json_safe, json_value
+from meltwater.output.parquet_parts import (
     EncodedPart,
     PartEncoder,
     PartsWriter,
     column_runs,
 )
-from meltwater.stream.errors import OutputError
+from meltwater.output.pipeline import ordered_map, writing_behind
+from meltwater.output.text import csv_text, json_lines, text_buffer
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
@@ -111,7 +111,7 @@ def _csv_header(names: list[str]) -> bytes:
 def _write_text(reader: pa.RecordBatchReader, output: str | None,
                 render: Callable[[pa.RecordBatch, bool], pa.Buffer | bytes],
                 empty: bytes = b"") -> int:
-    """Batches rendered to text on worker threads (`output_pipeline.ordered_map`), written
+    """Batches rendered to text on worker threads (`pipeline.ordered_map`), written
     in order on a writer thread that writes them back to disk as it goes (`WriteBack`);
     `render(batch, first)`, and `empty` when there is no batch at all. Returns the rows
     written."""
@@ -197,7 +197,7 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
     cut into up to two pieces per worker (runs of columns), each piece encoded as a Parquet
     file of its own on `parquet_workers()` threads while the scan reads on, then copied
     into one file in order on a writer thread, each written back to disk as it comes
-    (`meltwater.stream.engine.parquet_parts`). pyarrow's defaults, as `pq.write_table` has
+    (`meltwater.output.parquet_parts`). pyarrow's defaults, as `pq.write_table` has
     them (Snappy, format 2.6), except that a column whose dictionary the first row group
     had to abandon is written plain in the others."""
     if not output:
@@ -262,7 +262,7 @@ def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = No
     """Write a stream in a format to a file (or stdout); returns the number of rows.
 
     A file is whole or absent: it replaces `output` only once every row is written
-    (`meltwater.stream.engine.output_file`), so a failure leaves an existing file as it was."""
+    (`meltwater.output.files`), so a failure leaves an existing file as it was."""
     if fmt not in FORMATS:
         raise OutputError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
     if fmt == "parquet":

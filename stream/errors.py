@@ -1,5 +1,6 @@
-"""The stream layer's errors: files that cannot be read, output that cannot be written,
-options and streams that cannot go on. All are `MeltwaterError`s (one line, exit status 2).
+"""The stream layer's errors: files that cannot be read, options and streams that cannot
+go on. All are `MeltwaterError`s (one line, exit status 2). What cannot be written is
+`meltwater.output.errors`'s.
 """
 
 from meltwater.planner.errors import MeltwaterError, StreamError
@@ -13,29 +14,12 @@ class CorruptDeleteFileError(UnreadableFileError):
     """A delete file (position, equality or deletion vector) is truncated or malformed."""
 
 
-class ChangeOutputError(MeltwaterError):
-    """Change rows that cannot be written as events (an unpaired update image)."""
-
-
-class OutputError(MeltwaterError):
-    """The requested output cannot be written (format, destination)."""
-
-
 class ChangeOptionError(MeltwaterError):
     """A change-read option is invalid (unknown value, contradictory choices)."""
 
 
 class MissingIdentifierColumnError(MeltwaterError):
     """Update pairing needs an identifier column that is not among the selected columns."""
-
-
-class ParquetFooterError(OutputError):
-    """A Parquet file meltwater encoded cannot be joined into its output (a footer field
-    the vendored parquet.thrift does not know, a malformed part)."""
-
-
-class OutputFileError(MeltwaterError):
-    """The output file cannot be created or put in place (a missing directory, rights)."""
 
 
 class SchemaChangedError(StreamError):

@@ -12,10 +12,10 @@ import sys
 import pyarrow as pa
 import pytest
 
-from meltwater.stream.engine import arrow_memory
+from meltwater.cli import arrow_memory
 
 PROBE = ("import pyarrow as pa; "
-         "from meltwater.stream.engine.arrow_memory import use_command_memory_pool; "
+         "from meltwater.cli.arrow_memory import use_command_memory_pool; "
          "chosen = use_command_memory_pool(); "
          "print(chosen, pa.default_memory_pool().backend_name)")
 
@@ -45,7 +45,7 @@ def test_a_pool_the_user_chose_is_kept(pool: str) -> None:
     assert _probe(ARROW_DEFAULT_MEMORY_POOL=pool) == [pool, pool]
 
 
-CPP_PROBE = ("from meltwater.stream.engine.arrow_memory import choose_arrow_allocator; "
+CPP_PROBE = ("from meltwater.cli.arrow_memory import choose_arrow_allocator; "
              "chosen = choose_arrow_allocator(); "
              "import pyarrow as pa; "
              "print(chosen, pa.default_memory_pool().backend_name)")

@@ -10,6 +10,7 @@ import pkgutil
 import pytest
 
 import meltwater.cli
+import meltwater.output
 import meltwater.planner
 import meltwater.service
 import meltwater.sinks
@@ -22,6 +23,7 @@ NOT_ERRORS = {"meltwater.cli.signals.Terminated"}
 ERROR_MODULES = {
     "meltwater.planner": "meltwater.planner.errors",
     "meltwater.stream": "meltwater.stream.errors",
+    "meltwater.output": "meltwater.output.errors",
     "meltwater.sinks": "meltwater.sinks.errors",
     "meltwater.service": "meltwater.service.config",
     "meltwater.cli": "meltwater.cli.table_commands",
@@ -30,8 +32,8 @@ ERROR_MODULES = {
 
 def _exception_classes() -> dict[str, type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
-    for package in (meltwater.planner, meltwater.stream, meltwater.sinks, meltwater.service,
-                    meltwater.cli):
+    for package in (meltwater.planner, meltwater.stream, meltwater.output, meltwater.sinks,
+                    meltwater.service, meltwater.cli):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if info.name.startswith("meltwater.stream.spark"):
                 continue  # imports pyspark; its one private exception is checked by ruff N818

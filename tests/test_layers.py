@@ -6,7 +6,9 @@ Layers, from the top: cli > service > sinks > stream.spark > stream.watch > stre
 > planner. A module may import from its own layer or any layer below it; the top-level
 `meltwater.stream` package is the Python API and may import `stream.engine` and, lazily,
 `stream.spark`. `meltwater.stream.errors`, the stream layer's one errors module, sits with
-the engine so that all three stream subpackages can raise its errors.
+the engine so that all three stream subpackages can raise its errors. `meltwater.output`,
+the CLI's writers, sits on the engine beside stream.watch, and the read path (planner,
+stream.engine, stream.watch, stream.spark) never imports it.
 
 And nothing outside tests/ uses tests/: the product, deploy/ (`make demo`), bench/ and
 testbed/ (what the tests, the demo and the benchmarks share) import no module of the test
@@ -22,11 +24,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {"planner": "planner", "stream": "stream", "sinks": "sinks", "service": "service",
-           "cli": "cli"}
+FOLDERS = {"planner": "planner", "stream": "stream", "output": "output", "sinks": "sinks",
+           "service": "service", "cli": "cli"}
 # Higher number = higher layer.
 LAYERS = {"meltwater.planner": 0, "meltwater.stream.errors": 1, "meltwater.stream.engine": 1,
-          "meltwater.stream.watch": 2, "meltwater.stream.spark": 3, "meltwater.stream": 3,
+          "meltwater.stream.watch": 2, "meltwater.output": 2,
+          "meltwater.stream.spark": 3, "meltwater.stream": 3,
           "meltwater.sinks": 4,
           "meltwater.service": 5, "meltwater.cli": 6}
 
@@ -86,6 +89,22 @@ def test_no_upward_import(module):
                     if _layer(target)[1] > level
                     and not (own == "meltwater.stream" and module == "meltwater.stream"))
     assert not upward, f"{module} ({own}) imports a higher layer: {upward}"
+
+
+# -- the engine reads, the CLI writes -------------------------------------------------------
+
+READ_PATH = ("meltwater.planner", "meltwater.stream.engine", "meltwater.stream.errors",
+             "meltwater.stream.watch", "meltwater.stream.spark")
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _in(m, READ_PATH)))
+def test_the_read_path_does_not_import_the_writers(module):
+    writers = sorted(t for t in GRAPH[module] if _in(t, ("meltwater.output",)))
+    assert not writers, f"{module} is on the read path and imports the CLI's writers: {writers}"
 
 
 def test_no_cycles():

@@ -141,15 +141,15 @@ def test_parquet_output_in_many_row_groups_reads_as_java_does(corpus, tmp_path, 
     into one file (`parquet_parts`): every scenario's current rows, read back, are Java's."""
     import pyarrow.parquet as pq
 
-    from meltwater.stream.engine import output
+    from meltwater.output import writers
 
-    monkeypatch.setattr(output, "ROW_GROUP_ROWS", 7)
-    monkeypatch.setattr(output, "FIRST_ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(writers, "ROW_GROUP_ROWS", 7)
+    monkeypatch.setattr(writers, "FIRST_ROW_GROUP_ROWS", 3)
     for name, scenario in sorted(corpus.scenarios.items()):
         snap = scenario.snapshots[-1]
         out = tmp_path / f"{name}.parquet"
         reader = meltwater.stream.scan(scenario.location, snapshot_id=snap.snapshot_id)
-        written = output.write_stream(reader, "parquet", str(out))
+        written = writers.write_stream(reader, "parquet", str(out))
         assert written == pq.ParquetFile(out).metadata.num_rows
         groups = 0 if written == 0 else 1 + -(-max(written - 3, 0) // 7)
         assert pq.ParquetFile(out).metadata.num_row_groups == groups

@@ -9,6 +9,7 @@ Spark-free and watcher-free; one step per module:
   delete sets at once for change reconstruction (`read_with_delete_sets`);
 - `reconstruction` and `updates`: change rows of a commit (carry-over removal, update pairs);
   `held_changes`: the same when a commit is split over micro-batches;
-- `scan`, `bulk_scan`, `change_feed`: the Python API's table scans and change feeds;
-- `output`, `change_output`, `output_file`: writing rows and changes to files, whole or absent.
+- `scan`, `bulk_scan`, `change_feed`: the Python API's table scans and change feeds.
+
+It only reads: the files the CLI writes are `meltwater.output`'s.
 """

@@ -9,11 +9,16 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from helpers import F
 
-from meltwater.stream.engine.change_output import debezium_events, write_debezium_jsonl
+from meltwater.output.change_events import debezium_events, write_debezium_jsonl
+from meltwater.output.errors import ChangeOutputError
+from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY
 from meltwater.stream.engine.reconstruction import METADATA_FIELDS
-from meltwater.stream.errors import ChangeOutputError
+
+
+def F(name: str, type_: pa.DataType, fid: int) -> pa.Field:
+    return pa.field(name, type_, metadata={FIELD_ID_KEY: str(fid).encode()})
+
 
 TS = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
 SCHEMA = pa.schema([F("id", pa.int64(), 1), F("amount", pa.decimal128(5, 2), 2),
@@ -96,7 +101,7 @@ def test_non_finite_floats_are_strings_at_any_depth(corpus, tmp_path) -> None:
     them as the strings "NaN", "Infinity" and "-Infinity", in nested values too. The
     rows are an Iceberg Java table's changes with its double column set to them."""
     import meltwater.stream
-    from meltwater.stream.engine.output import write_stream
+    from meltwater.output.writers import write_stream
 
     changes = meltwater.stream.changes(corpus.scenarios["random_mix"].location).read_all()
     rows = changes.slice(0, 3)

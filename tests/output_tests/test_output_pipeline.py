@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from meltwater.stream.engine.output_pipeline import BackgroundWriter, ordered_map
+from meltwater.output.pipeline import BackgroundWriter, ordered_map
 
 
 def test_ordered_map_yields_in_order_with_a_bounded_number_in_flight() -> None:

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from meltwater.stream.engine.json_values import json_default, json_safe
-from meltwater.stream.engine.output import write_stream
-from meltwater.stream.engine.output_text import csv_text, json_lines, text_buffer
+from meltwater.output.json_values import json_default, json_safe
+from meltwater.output.text import csv_text, json_lines, text_buffer
+from meltwater.output.writers import write_stream
 
 UTC = dt.timezone.utc
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.1, 1e-4, 9.99e-5, 1e-5, 1e-7, 1.5e-300, 5e-324,

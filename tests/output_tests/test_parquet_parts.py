@@ -13,16 +13,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from meltwater.stream.engine.output import row_groups, write_stream
-from meltwater.stream.engine.parquet_footer import MAGIC, split_parquet
-from meltwater.stream.engine.parquet_parts import (
+from meltwater.output.errors import ParquetFooterError
+from meltwater.output.parquet_footer import MAGIC, split_parquet
+from meltwater.output.parquet_parts import (
     PartEncoder,
     PartsWriter,
     column_runs,
     encode_part,
     part_capacity,
 )
-from meltwater.stream.errors import ParquetFooterError
+from meltwater.output.writers import row_groups, write_stream
 
 
 def _table(rows: int) -> pa.Table:
@@ -164,7 +164,7 @@ def test_write_stream_parquet(tmp_path) -> None:
 
 def test_a_part_larger_than_its_arrow_data_is_written_whole(monkeypatch) -> None:
     """No room in the buffer (made tiny here): the part is written again, whole."""
-    import meltwater.stream.engine.parquet_parts as parts
+    import meltwater.output.parquet_parts as parts
 
     table = _table(2000)
     monkeypatch.setattr(parts, "part_capacity", lambda _table: 64)
