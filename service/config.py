@@ -85,10 +85,6 @@ class CheckpointInUseError(MeltwaterError):
     (`meltwater.service.checkpoints`)."""
 
 
-class SparkStartError(MeltwaterError):
-    """Spark's JVM exited while starting (no Java, a setting the JVM refuses, ...)."""
-
-
 def local_path(location: str) -> Path | None:
     """A checkpoint location on this machine's file system (a path or a file: URI); None
     for a remote one (s3://, hdfs://, ...)."""

@@ -2,7 +2,8 @@
 
 A failure reaches the service in one of two shapes. Starting a query raises in the service's
 own process: a meltwater error (a mirror's key is wrong), pyspark's AnalysisException, or
-py4j's Py4JJavaError around a Java exception (`An error occurred while calling o99.start`).
+py4j's Py4JJavaError around a Java exception (`An error occurred while calling o99.start`);
+`meltwater.stream.spark.spark_errors` reads what pyspark's exceptions carry.
 A query that dies while running reports a StreamingQueryException whose text is Spark's:
 the Java exception's message, a Python traceback where the error was raised in Python
 (meltwater's data source in a Spark Python worker, or the mirror's `foreachBatch` in the
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 
 from meltwater.planner.errors import MeltwaterError, redact_url
 from meltwater.stream.errors import SchemaChangedError
+from meltwater.stream.spark.spark_errors import error_text, is_analysis_error
 
 
 class Action(enum.Enum):
@@ -96,7 +98,7 @@ def classify(error: BaseException) -> Failure:
     failed one (see the module doc)."""
     if isinstance(error, MeltwaterError):
         return _meltwater(type(error), str(error))
-    text = _text(error)
+    text = error_text(error)
     named = _named_meltwater_error(text)
     if named is not None:
         return _meltwater(*named)
@@ -107,7 +109,7 @@ def classify(error: BaseException) -> Failure:
             return Failure(action, _reason(found + note))
     java = _java_exceptions(text)
     reason = _reason(_first_line(text, java))
-    if _is_analysis_error(error):
+    if is_analysis_error(error):
         return Failure(Action.STOP, reason)
     return Failure(Action.RETRY, reason)
 
@@ -118,16 +120,6 @@ def _meltwater(cls: type[BaseException], message: str) -> Failure:
         return Failure(Action.RESTART, reason, cls)
     retryable = bool(getattr(cls, "retryable", False))
     return Failure(Action.RETRY if retryable else Action.STOP, reason, cls)
-
-
-def _text(error: BaseException) -> str:
-    """All the text an error carries: its message and, for pyspark's captured exceptions,
-    the JVM stack trace with its causes."""
-    parts = [str(getattr(error, "desc", None) or error)]
-    stack = getattr(error, "_stackTrace", None) or getattr(error, "stackTrace", None)
-    if isinstance(stack, str):
-        parts.append(stack)
-    return "\n".join(parts)
 
 
 def _named_meltwater_error(text: str) -> tuple[type[BaseException], str] | None:
@@ -207,15 +199,6 @@ def _reason(line: str) -> str:
     """One line, without secrets, of at most MAX_REASON characters."""
     line = redact(" ".join(line.split()))
     return line if len(line) <= MAX_REASON else line[:MAX_REASON - 1] + "…"
-
-
-def _is_analysis_error(error: BaseException) -> bool:
-    """Pyspark's AnalysisException: Spark refuses the query's plan, and will again."""
-    try:
-        from pyspark.errors import AnalysisException
-    except ImportError:  # pragma: no cover - the service always has pyspark
-        return False
-    return isinstance(error, AnalysisException)
 
 
 def redact(text: str) -> str:

@@ -40,13 +40,13 @@ from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
-from meltwater.stream.spark.checkpoint import open_checkpoint
+from meltwater.stream.spark.change_counts import observe_change_counts, observed_change_counts
+from meltwater.stream.spark.checkpoint import open_checkpoint, running_batches
 from meltwater.stream.spark.query_start import start_query
 from meltwater.stream.spark.source import stream_schema_for
 
 log = logging.getLogger("meltwater.service")
 
-CHANGE_TYPES = ("INSERT", "DELETE", "UPDATE_BEFORE", "UPDATE_AFTER")
 EVENT_WAIT_MS = "250"
 MAX_BACKOFF_S = 60.0
 STOP_POLL_S = 0.1
@@ -65,26 +65,6 @@ def _source_offset(progress: dict[str, Any] | None, which: str) -> dict[str, Any
     if not isinstance(offset, dict) or offset.get("snapshot_id") is None:
         return None
     return offset
-
-
-def _checkpoint_logs(query: Any) -> tuple[Any, Any] | None:
-    """The offset and commit logs of a running query's checkpoint (Spark's
-    `StreamExecution.offsetLog` / `commitLog`, through py4j): a batch is planned once the
-    first holds its id, and done once the second does. None where Spark does not expose
-    them (the query's status then says whether a trigger is active, less precisely)."""
-    try:
-        execution = query._jsq.streamingQuery()
-        return execution.offsetLog(), execution.commitLog()
-    # Blind on purpose: whatever py4j or a Spark without these members raises, the stop
-    # falls back on the query's status.
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _latest(batch_log: Any) -> int:
-    """The newest batch id in a checkpoint log (-1: none)."""
-    latest = batch_log.getLatestBatchId()
-    return int(latest.get()) if latest.isDefined() else -1
 
 
 def held_snapshot(end: StreamOffset, head: TableHead) -> int | None:
@@ -154,7 +134,7 @@ class PipelineRun:
         schema = stream_schema_for({**options, "path": config.table})
         reader = self.spark.readStream.format("meltwater").schema(schema).options(**options)
         frame = reader.load(config.table)
-        frame = self._observe(frame)
+        frame = observe_change_counts(frame)
         writer = kind.writer(frame, config.sink.options, config.sink_placement)
         writer = writer.queryName(config.name).option("checkpointLocation", config.checkpoint)
         if config.trigger == AVAILABLE_NOW:
@@ -225,13 +205,6 @@ class PipelineRun:
         self.health.update(name, batches=batch + 1, snapshot_id=self.reached,
                            sequence_number=sequence)
 
-    def _observe(self, frame: Any) -> Any:
-        from pyspark.sql import functions as F
-
-        counts = [F.sum(F.when(F.col("_change_type") == kind, 1).otherwise(0)).alias(kind)
-                  for kind in CHANGE_TYPES]
-        return frame.observe("meltwater_changes", *counts)
-
     def stop(self, timeout_s: float) -> None:
         """Let the micro-batch running now finish, for up to `timeout_s`, then stop the
         query (which interrupts at most the start of the next one: planned, nothing
@@ -241,11 +214,11 @@ class PipelineRun:
             return
         deadline = time.monotonic() + timeout_s
         try:
-            logs = _checkpoint_logs(query)
-            if logs is not None:  # the batch in flight: planned in the offset log, uncommitted
-                planned = _latest(logs[0])
+            batches = running_batches(query)
+            if batches is not None:  # the batch in flight: planned, not committed
+                planned = batches.planned()
                 while query.isActive and time.monotonic() < deadline \
-                        and _latest(logs[1]) < planned:
+                        and batches.committed() < planned:
                     time.sleep(STOP_POLL_S)
             else:
                 while query.isActive and query.status.get("isTriggerActive") \
@@ -293,10 +266,7 @@ class PipelineRun:
         batch = int(progress["batchId"])
         self.last_batch = batch
         seconds = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
-        observed = (progress.get("observedMetrics") or {}).get("meltwater_changes") or {}
-        if hasattr(observed, "asDict"):  # a Row in pyspark's progress, a dict in its JSON
-            observed = observed.asDict()
-        counts = {kind: int(observed.get(kind) or 0) for kind in CHANGE_TYPES}
+        counts = observed_change_counts(progress)
         for kind, count in counts.items():
             if count:
                 self.metrics.rows.labels(name, kind).inc(count)

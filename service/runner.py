@@ -6,8 +6,9 @@ Order matters for the promises the service makes:
 2. each local checkpoint is locked for the life of the process (`lock_checkpoints`): a
    second service on one is refused in one line, exit 2;
 3. then the HTTP status server (`/health` 503 `starting` until every pipeline's query has
-   started), the SparkSession (what its JVM prints going to the Spark log,
-   `meltwater.service.spark_output`) and one streaming query per pipeline;
+   started), the SparkSession (its JVM out of the service's process group, what it prints
+   going to the Spark log, `meltwater.service.spark_output`) and one streaming query per
+   pipeline;
 4. the loop folds each query's progress into metrics, health and the progress line, and
    restarts a failed query from its checkpoint with backoff when the failure may heal; one
    that cannot (`meltwater.service.failures`) stops its pipeline, `/health` says why;
@@ -49,7 +50,6 @@ from meltwater.service.config import (
     ConfigError,
     PipelineConfig,
     ServiceConfig,
-    SparkStartError,
     local_path,
 )
 from meltwater.service.failures import Action
@@ -193,109 +193,44 @@ def _check_start(pipeline: PipelineConfig, table: Table, where: str) -> None:
 def spark_session(config: ServiceConfig, output: SparkOutput | None = None) -> Any:
     """The service's SparkSession: a local one for a configured master (as
     `meltwater.stream.local_session` builds it), else the one spark-submit configured.
-    Either way its JVM, when this process starts it, runs apart (`start_jvm_apart`), its
-    output going to `output` (`meltwater.service.spark_output`)."""
+    Either way its JVM, when this process starts it, runs in a session of its own, so that
+    a signal to the service's process group does not reach it mid-batch
+    (`meltwater.stream.spark.gateway`), its output going to `output`
+    (`meltwater.service.spark_output`)."""
+    from meltwater.stream.spark.session import (
+        LOCAL_SESSION_CONF,
+        configured_session,
+        local_session,
+        quiet_spark_logs,
+    )
+
     conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
             "spark.sql.streaming.stopTimeout": "60s"}
     if config.spark_master:
-        from meltwater.stream.spark.session import LOCAL_SESSION_CONF, local_session
-
         conf["spark.sql.shuffle.partitions"] = "2"
         conf.update(config.spark_conf)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        start_jvm_apart({"spark.master": config.spark_master, "spark.app.name": "meltwater",
-                         "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
-                         **LOCAL_SESSION_CONF, **conf}, config.spark_master, output)
+        _start_jvm({"spark.master": config.spark_master, "spark.app.name": "meltwater",
+                    "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
+                    **LOCAL_SESSION_CONF, **conf}, config.spark_master, output)
         spark = local_session(config.spark_master, "meltwater", conf)
     else:
-        from pyspark.sql import SparkSession
-
-        from meltwater.stream.spark.source import register
-
         conf.update(config.spark_conf)
-        start_jvm_apart({"spark.app.name": "meltwater", **conf}, None, output)
-        builder = SparkSession.builder.appName("meltwater")
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        register(spark)
-    spark.sparkContext.setLogLevel("WARN")
-    _quiet_pyspark_loggers()
+        _start_jvm({"spark.app.name": "meltwater", **conf}, None, output)
+        spark = configured_session("meltwater", conf)
+    quiet_spark_logs(spark)
     return spark
 
 
-def start_jvm_apart(conf: dict[str, str], master: str | None,
-                    output: SparkOutput | None = None) -> bool:
-    """Start Spark's JVM (pyspark's gateway) in a session of its own, with the settings
-    `SparkSession.builder.getOrCreate()` would start it with; False if there is nothing to
-    start (spark-submit started this process from its JVM, or a session exists already).
+def _start_jvm(conf: dict[str, str], master: str | None, output: SparkOutput | None) -> None:
+    """Start Spark's JVM apart (`meltwater.stream.spark.gateway`), unless spark-submit
+    started this process or a session exists, and say where its output goes."""
+    from meltwater.stream.spark.gateway import start_jvm_apart
 
-    Supervisors often stop a service by signalling its whole process group (a shell's job
-    control, `timeout`, supervisord's `stopasgroup`, `kill -TERM -PGID`). pyspark starts
-    the JVM in the service's group, so SIGTERM reached the JVM and Spark's Python workers
-    too: they died mid-batch and the service, finding its JVM gone, exited 1 with py4j
-    errors. Started apart, the JVM and the Python workers it starts are out of the group;
-    SIGTERM reaches only this process, which lets the batch finish and stops them
-    (`Service.shutdown`). The JVM still ends with this process however it ends: pyspark's
-    gateway exits when its stdin, a pipe from this process, closes. (systemd's default
-    `KillMode=control-group` signals every process of the unit, whatever its group: the
-    unit in deploy/systemd says `KillMode=mixed`.)
-
-    The JVM's stdout and stderr go to `output` (the Spark log file, the console sink's
-    lines to stdout), not into the service's log; a JVM that exits while starting is a
-    SparkStartError naming its last line.
-    """
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        return False
-    from pyspark import SparkConf
-    from pyspark.core.context import SparkContext
-    from pyspark.errors import PySparkRuntimeError
-    from pyspark.java_gateway import launch_gateway
-
-    from meltwater.stream.spark.session import use_local_spark_home
-
-    with SparkContext._lock:
-        if SparkContext._gateway is not None:
-            return False
-        use_local_spark_home(master)
-        spark_conf = SparkConf()
-        for key, value in conf.items():
-            spark_conf.set(key, value)
-        streams = output.streams() if output is not None else {}
-        try:
-            gateway = launch_gateway(spark_conf,
-                                     popen_kwargs={"start_new_session": True, **streams})
-        except PySparkRuntimeError as error:
-            raise SparkStartError(_jvm_failure(error, output)) from None
-        finally:
-            if output is not None:
-                output.started()
-        if output is not None:
-            log.info("Spark's JVM started; what it prints goes to its own log",
-                     extra=fields(spark_log=str(output.log_path) if output.log_path
-                                  else "off (service.spark-log)"))
-        SparkContext._gateway = gateway
-        SparkContext._jvm = gateway.jvm
-    return True
-
-
-def _jvm_failure(error: Exception, output: SparkOutput | None) -> str:
-    """One line for a JVM that exited while starting: its last words, and where the rest
-    is."""
-    said = output.last_line() if output is not None else None
-    where = "" if output is None or output.log_path is None else \
-        f" (its output: {output.log_path})"
-    return (f"Spark's JVM exited while starting: {said or str(error).splitlines()[0]}"
-            f"{where}")
-
-
-def _quiet_pyspark_loggers() -> None:
-    """Silence the loggers with which pyspark reports every AnalysisException it converts
-    (JSON lines of their own on stderr, handled or not): the service reports failures."""
-    from pyspark.logger import PySparkLogger
-
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
-        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+    if start_jvm_apart(conf, master, output) and output is not None:
+        log.info("Spark's JVM started; what it prints goes to its own log",
+                 extra=fields(spark_log=str(output.log_path) if output.log_path
+                              else "off (service.spark-log)"))
 
 
 class Service:

@@ -1,6 +1,6 @@
 """What Spark's JVM prints, kept out of the service's own log.
 
-On its stderr the JVM the service starts (`meltwater.service.runner.start_jvm_apart`)
+On its stderr the JVM the service starts (`meltwater.stream.spark.gateway`)
 prints Spark's log4j lines (`WARN Utils: Your hostname ... resolves to a loopback
 address`, `WARN NativeCodeLoader`, `WARN DAGScheduler: Failed to cancel job group` at every
 stop, a failed query's whole Java stack), the JVM launcher's notes, and, relayed by Spark,

@@ -12,54 +12,43 @@ every batch once. The sink is opened on the first batch, in the process running 
 function (the driver; under Spark Connect, the server's Python worker, which is why the
 writer takes a factory and pickles without its open connection).
 
-Spark's rows carry column names only, no Iceberg field ids. A mirror then matches columns by
-name, which cannot tell a renamed column from a dropped one re-added under the old name;
-give the writer `field_ids` (the stream's column name -> field id, as the table's schema
-had them when the query started) and each batch carries them, as `meltwater.stream`
-batches do (`meltwater serve` does this for its mirrors).
-
-Give the writer the query's `checkpoint` location too and each batch's sink learns where
-the batch ends, from the checkpoint's `offsets/N` (`meltwater.stream.spark.checkpoint`): its
-position then moves on over commits that change no rows, and stops at the parent of a
-commit the batch ends inside (`Sink.apply`'s `end`). The service's mirrors do this, so the
-ledger, the sink's log line and the service's own line about a batch name one snapshot.
-
-Memory: each micro-batch is collected to that process once, as one Arrow table
-(`DataFrame.toArrow()`), and applied whole in one transaction; bound the batch with the
-source's limits (`streaming-max-rows-per-micro-batch`, `-files-`, `-bytes-`). Nothing
-here imports pyspark.
+The collecting is `meltwater.stream.spark.foreach_batch`'s: each micro-batch is collected
+to that process once, as one Arrow table, and applied whole in one transaction (bound the
+batch with the source's limits: `streaming-max-rows-per-micro-batch`, `-files-`,
+`-bytes-`). Give the writer `field_ids` (the stream's column name -> field id, as the
+table's schema had them when the query started) and each batch carries them, so that a
+mirror tells a renamed column from a dropped one re-added under the old name (`meltwater
+serve` does this for its mirrors). Give it the query's `checkpoint` location too and each
+batch's sink learns where the batch ends, from the checkpoint's `offsets/N`: its position
+then moves on over commits that change no rows, and stops at the parent of a commit the
+batch ends inside (`Sink.apply`'s `end`). The service's mirrors do this, so the ledger,
+the sink's log line and the service's own line about a batch name one snapshot.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from meltwater.planner.micro_batch import StreamOffset
 from meltwater.sinks.base import BatchResult, Sink
-from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+from meltwater.stream.spark.foreach_batch import ArrowForeachBatch
 
 log = logging.getLogger(__name__)
 
 
-class ForeachBatchWriter:
-    """A picklable `foreachBatch` function over a sink opened on first use."""
+class SinkBatches:
+    """Applies micro-batches to a sink opened on first use; pickles without it."""
 
     def __init__(self, open_sink: Callable[[], Sink] | None = None,
-                 sink: Sink | None = None, field_ids: Mapping[str, int] | None = None,
-                 checkpoint: str | None = None) -> None:
+                 sink: Sink | None = None) -> None:
         if open_sink is None and sink is None:
             raise ValueError("give open_sink or sink")
         self._open_sink = open_sink
         self._sink = sink
-        self.field_ids = dict(field_ids) if field_ids else None
-        self.checkpoint = checkpoint
         self.last_result: BatchResult | None = None
 
     @property
@@ -72,12 +61,13 @@ class ForeachBatchWriter:
             self._sink = self._open_sink()
         return self._sink
 
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Apply one micro-batch to the sink exactly once, as `foreachBatch` calls it."""
-        batch = df.toArrow()  # the one collect of the batch
-        if self.field_ids:
-            batch = with_field_ids(batch, self.field_ids)
-        end = self._end_offset(df, batch_id)
+    @property
+    def opened(self) -> bool:
+        """Whether the sink is open in this process."""
+        return self._sink is not None
+
+    def __call__(self, batch_id: int, batch: pa.Table, end: StreamOffset | None) -> None:
+        """Apply one micro-batch to the sink exactly once."""
         result = (self.sink.apply(batch_id, batch) if end is None
                   else self.sink.apply(batch_id, batch, end=end))
         self.last_result = result
@@ -85,26 +75,6 @@ class ForeachBatchWriter:
         log.info("batch %d %s: %d change rows, %d upserted, %d deleted, at snapshot %s",
                  batch_id, "skipped (applied before)" if result.skipped else "applied",
                  result.rows, result.upserted, result.deleted, snapshot)
-
-    def _end_offset(self, df: DataFrame, batch_id: int) -> StreamOffset | None:
-        """Where this batch's read ends, from the query's checkpoint (None without one, or
-        if it cannot be read: the sink then goes by the batch's rows)."""
-        if self.checkpoint is None:
-            return None
-        from meltwater.stream.spark.checkpoint import open_checkpoint
-
-        checkpoint = open_checkpoint(df.sparkSession, self.checkpoint)
-        if checkpoint is None:
-            return None
-        try:
-            return checkpoint.end_offset(batch_id)
-        # Blind on purpose: whatever py4j raises reading the file, the batch is applied as
-        # its rows say (the sink's position may then lag behind commits without changes).
-        except Exception as error:  # noqa: BLE001
-            log.warning("checkpoint %s: cannot read where batch %d ends (%s)",
-                        self.checkpoint, batch_id, str(error).splitlines()[0] if str(error)
-                        else type(error).__name__)
-            return None
 
     def close(self) -> None:
         """Close the sink, if it was opened; the next batch opens it again."""
@@ -118,14 +88,29 @@ class ForeachBatchWriter:
         return state
 
 
-def with_field_ids(batch: pa.Table, field_ids: Mapping[str, int]) -> pa.Table:
-    """The batch with each named column's field id in its Arrow field metadata."""
-    fields = []
-    for f in batch.schema:
-        fid = field_ids.get(f.name)
-        fields.append(f if fid is None else
-                      f.with_metadata({**(f.metadata or {}), FIELD_ID_KEY: str(fid)}))
-    return batch.cast(pa.schema(fields, metadata=batch.schema.metadata))
+class ForeachBatchWriter(ArrowForeachBatch):
+    """A picklable `foreachBatch` function over a sink opened on first use."""
+
+    apply: SinkBatches
+
+    def __init__(self, open_sink: Callable[[], Sink] | None = None,
+                 sink: Sink | None = None, field_ids: Mapping[str, int] | None = None,
+                 checkpoint: str | None = None) -> None:
+        super().__init__(SinkBatches(open_sink, sink), field_ids, checkpoint)
+
+    @property
+    def sink(self) -> Sink:
+        """The sink, opened on first use."""
+        return self.apply.sink
+
+    @property
+    def last_result(self) -> BatchResult | None:
+        """What the last batch did to the sink."""
+        return self.apply.last_result
+
+    def close(self) -> None:
+        """Close the sink, if it was opened; the next batch opens it again."""
+        self.apply.close()
 
 
 def foreach_batch(sink: Sink | Callable[[], Sink],

@@ -32,3 +32,7 @@ class WatcherError(MeltwaterError):
 
 class OptionError(MeltwaterError):
     """A Spark reader option is unknown in value or contradicts another option."""
+
+
+class SparkStartError(MeltwaterError):
+    """Spark's JVM exited while starting (no Java, a setting the JVM refuses, ...)."""

@@ -15,6 +15,10 @@ read as Spark reads it, and a path without a scheme resolves as Spark resolves i
 fs.defaultFS). That needs a classic SparkSession's JVM; `open_checkpoint` gives None where
 there is none (Spark Connect). A checkpoint Spark cannot have written (no such directory,
 a format other than Spark's `v1`) reads as no batch, never as a wrong one.
+
+A running query's checkpoint is also read as the query itself keeps it, its offset and
+commit logs (`running_batches`): a batch is planned once the first holds its id, and done
+once the second does, which is how a stop can let the batch in flight finish.
 """
 
 from __future__ import annotations
@@ -102,4 +106,39 @@ def open_checkpoint(spark: Any, location: str) -> Checkpoint | None:
     except Exception as error:  # noqa: BLE001
         log.warning("checkpoint %s: cannot open it to read its position (%s)", location,
                     str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return None
+
+
+class RunningBatches:
+    """A running query's offset and commit logs (Spark's `StreamExecution.offsetLog` and
+    `commitLog`, through py4j)."""
+
+    def __init__(self, offset_log: Any, commit_log: Any) -> None:
+        self._offset_log = offset_log
+        self._commit_log = commit_log
+
+    def planned(self) -> int:
+        """The newest batch planned (its offsets written); -1 before the first."""
+        return _latest(self._offset_log)
+
+    def committed(self) -> int:
+        """The newest batch committed; -1 before the first."""
+        return _latest(self._commit_log)
+
+
+def _latest(batch_log: Any) -> int:
+    latest = batch_log.getLatestBatchId()
+    return int(latest.get()) if latest.isDefined() else -1
+
+
+def running_batches(query: Any) -> RunningBatches | None:
+    """The batch logs of a running `StreamingQuery`; None where Spark does not expose them
+    (Spark Connect, a Spark without these members: its status then says whether a trigger
+    is active, less precisely)."""
+    try:
+        execution = query._jsq.streamingQuery()
+        return RunningBatches(execution.offsetLog(), execution.commitLog())
+    # Blind on purpose: whatever py4j or a Spark without these members raises, the caller
+    # falls back on the query's status.
+    except Exception:  # noqa: BLE001
         return None

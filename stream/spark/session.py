@@ -14,12 +14,14 @@ and are skipped, and its Python processes import the installed pyspark (with its
 cache) instead. That is right only where those processes run the driver's interpreter with
 the same site-packages, i.e. local and local-cluster masters on this machine, which is the
 only place meltwater uses it. `local_session()` builds such a session; pyspark is imported
-only inside it.
+only inside it. `configured_session()` is the other kind `meltwater serve` runs in: the one
+spark-submit configured. `quiet_spark_logs()` turns down what Spark reports on its own.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -105,3 +107,29 @@ def local_session(master: str = "local[2]", app_name: str = "meltwater",
     spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+def configured_session(app_name: str = "meltwater", conf: dict[str, str] | None = None) -> Any:
+    """The SparkSession spark-submit configured (its master, its settings), with `conf` on
+    top and the source registered."""
+    from pyspark.sql import SparkSession
+
+    from meltwater.stream.spark.source import register
+
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def quiet_spark_logs(spark: Any) -> None:
+    """Spark's own log at WARN, and pyspark's loggers of every AnalysisException it converts
+    (JSON lines of their own on stderr, handled or not) off: a caller that reports failures
+    itself, as the service does, would have them said twice."""
+    from pyspark.logger import PySparkLogger
+
+    spark.sparkContext.setLogLevel("WARN")
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)

@@ -48,7 +48,7 @@ def test_the_writer_collects_each_batch_once_and_pickles_without_its_connection(
     writer(frame, 0)
     assert frame.collects == 1 and writer.last_result.upserted == 2
     clone = pickle.loads(pickle.dumps(writer))  # what Spark Connect does with the function
-    assert isinstance(clone, ForeachBatchWriter) and clone._sink is None
+    assert isinstance(clone, ForeachBatchWriter) and not clone.apply.opened
     clone(FakeFrame(_batch([1, 2])), 0)
     assert clone.last_result.skipped
     clone(FakeFrame(_batch([3])), 1)
