@@ -5,7 +5,8 @@ Three subpackages, each importing only those before it:
 - `engine/`: data and delete files in, Arrow batches of rows or changes out (decoding,
   field-id projection, deletes, change reconstruction);
 - `watch/`: following a table over time (the snapshot watcher, the change stream);
-- `spark/`: the `format("meltwater")` data source, the only code that imports pyspark.
+- `spark/`: the `format("meltwater")` data source and the rest of the Spark adapter, the
+  only code that imports pyspark.
 
 The Python API for users without Spark::
 

@@ -10,6 +10,9 @@ the engine so that all three stream subpackages can raise its errors. `meltwater
 the CLI's writers, sits on the engine beside stream.watch, and the read path (planner,
 stream.engine, stream.watch, stream.spark) never imports it.
 
+And one Spark adapter: only `meltwater.stream.spark` imports pyspark or py4j, or reaches
+into Spark's JVM through pyspark's private members (`_jvm`, `_gateway`, `_jsq`...).
+
 And nothing outside tests/ uses tests/: the product, deploy/ (`make demo`), bench/ and
 testbed/ (what the tests, the demo and the benchmarks share) import no module of the test
 suite and put no path into tests/ on sys.path (or anywhere else).
@@ -105,6 +108,68 @@ def _in(module: str, packages: tuple[str, ...]) -> bool:
 def test_the_read_path_does_not_import_the_writers(module):
     writers = sorted(t for t in GRAPH[module] if _in(t, ("meltwater.output",)))
     assert not writers, f"{module} is on the read path and imports the CLI's writers: {writers}"
+
+
+# -- one Spark adapter -----------------------------------------------------------------------
+
+SPARK_ADAPTER = ("meltwater.stream.spark",)
+SPARK_PACKAGES = {"pyspark", "py4j"}
+# pyspark's private handles on the JVM (py4j objects): SparkContext's gateway and JVM, a
+# context's, session's, query's, frame's... Java counterpart.
+JVM_MEMBERS = {"_gateway", "_jvm", "_jsc", "_jconf", "_jsparkSession", "_jsqlContext",
+               "_jcatalog", "_jsq", "_jdf", "_jrdd", "_jreader", "_jwrite", "_jwriter"}
+
+
+def spark_references(source: str) -> list[str]:
+    """Where `source` uses pyspark or Spark's JVM itself: imports of pyspark or py4j at any
+    depth (a lazy import in a function, under TYPE_CHECKING, through importlib), and
+    pyspark's private members that reach into the JVM (`JVM_MEMBERS`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ast.unparse(node.func) in ("importlib.import_module", "import_module",
+                                             "__import__")):
+            names = [node.args[0].value]
+        elif isinstance(node, ast.Attribute) and node.attr in JVM_MEMBERS:
+            found.append(f"line {node.lineno}: .{node.attr}")
+        found += [f"line {node.lineno}: imports {name}" for name in names
+                  if name.split(".")[0] in SPARK_PACKAGES]
+    return found
+
+
+def test_the_spark_check_catches_what_the_service_did():
+    """Guards the next test: the service's old gateway start and query stop are found."""
+    old_service = ("def start(conf):\n"
+                   "    from pyspark.java_gateway import launch_gateway\n"
+                   "    SparkContext._jvm = launch_gateway(conf).jvm\n"
+                   "def logs(query):\n"
+                   "    return query._jsq.streamingQuery().offsetLog()\n"
+                   "if TYPE_CHECKING:\n"
+                   "    import py4j.protocol\n")
+    assert sorted(spark_references(old_service)) == [
+        "line 2: imports pyspark.java_gateway", "line 3: ._jvm", "line 5: ._jsq",
+        "line 7: imports py4j.protocol"]
+    assert spark_references("import pysparkling\nx._json = 1\n") == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not _in(m, SPARK_ADAPTER)))
+def test_only_the_spark_adapter_touches_pyspark(module):
+    found = spark_references(MODULES[module].read_text())
+    assert not found, (f"{module} uses pyspark or Spark's JVM; that belongs in "
+                       f"meltwater.stream.spark: {found}")
+
+
+def test_the_spark_adapter_does_touch_pyspark():
+    """Guards the test above against an adapter that moved (the check would then pass on
+    everything)."""
+    assert any(spark_references(MODULES[m].read_text()) for m in MODULES
+               if _in(m, SPARK_ADAPTER))
 
 
 def test_no_cycles():
