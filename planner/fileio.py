@@ -76,6 +76,12 @@ class FileIO(Protocol):
     """What the planner and the readers need of storage; `PyArrowFileIO` is the implementation,
     tests may pass their own."""
 
+    @property
+    def properties(self) -> Mapping[str, str]:
+        """The FileIO properties this FileIO reads with (endpoint, credentials; {} for the
+        environment's): Spark's executors and other processes build their own FileIO from
+        them, so a FileIO that cannot say them cannot be read through elsewhere."""
+
     def open_input(self, location: str) -> Any:
         """A random-access readable file (a pyarrow NativeFile)."""
 

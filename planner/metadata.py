@@ -454,7 +454,7 @@ class Table:
     def io_properties(self) -> dict[str, str]:
         """The FileIO properties reading this table's files takes (endpoint, credentials),
         for executors to build their own FileIO with."""
-        return dict(getattr(self.io, "properties", {}))
+        return dict(self.io.properties)
 
     def refresh(self) -> Table:
         """The table at its newest metadata (asking its catalog again, for catalog tables)."""

@@ -222,16 +222,15 @@ def test_a_stream_on_local_cluster_reads_with_the_drivers_catalog_options_only(
 def test_vended_credentials_are_renewed_by_the_stream_and_reach_its_partitions(
         seaweed_vending):
     """A catalog that vends expiring, table-scoped keys: every load of a stream asks the
-    catalog again, so the FileIO properties its micro-batches' partitions carry are the
-    newest keys (a later expiry), and those keys read the table. The server's shortest
-    session is 15 minutes, so expiry itself is shown by the refusal test above."""
+    catalog again, so the FileIO properties the Spark stream reader's partitions carry to
+    executors are the newest keys (a later expiry), and those keys read the table where the
+    partition is read. The server's shortest session is 15 minutes, so expiry itself is
+    shown by the refusal test above."""
     from pyiceberg.catalog import load_catalog
+    from pyspark.sql.datasource import ReadAllAvailable
 
-    from meltwater.planner.fileio import shared_file_io
-    from meltwater.stream.engine.change_schema import METADATA_COLUMNS
-    from meltwater.stream.engine.held_changes import read_parts
-    from meltwater.stream.spark.options import stream_read
-    from meltwater.stream.watch.change_stream import ChangeStream
+    from meltwater.stream.spark.source import stream_schema_for
+    from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
 
     writer = load_catalog("writer", **seaweed_vending.catalog_properties())
     writer.create_namespace_if_not_exists(NAMESPACE)
@@ -241,20 +240,20 @@ def test_vended_credentials_are_renewed_by_the_stream_and_reach_its_partitions(
         schema=SCHEMA))
     options = {f"catalog.{k}": v
                for k, v in seaweed_vending.catalog_properties(with_s3=False).items()}
-    read = stream_read({"path": f"vend.{NAMESPACE}.vended", "starting": "earliest", **options})
-    stream = ChangeStream(read, [*SCHEMA.names, *METADATA_COLUMNS], watch=False)
-    first = dict(stream.load().io_properties)
+    options = {"path": f"vend.{NAMESPACE}.vended", "starting": "earliest", **options}
+    reader = MeltwaterStreamReader(options, stream_schema_for(options))
+    first = dict(reader.stream.load().io.properties)
     time.sleep(1.1)
-    start = stream.initial_offset()
-    end = stream.latest_offset(start)
-    second = dict(stream.load().io_properties)
+    start = reader.initialOffset()
+    partitions = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+    assert partitions
+    second = dict(partitions[0].io_properties)
+    assert all(dict(p.io_properties) == second for p in partitions)
     assert first["s3.access-key-id"] != second["s3.access-key-id"]
     assert int(second["s3.session-token-expires-at-ms"]) > int(
         first["s3.session-token-expires-at-ms"])
     assert "credential" not in " ".join(second)  # the catalog's own secret stays behind
-    rows = pa.Table.from_batches(list(read_parts(
-        stream.parts(start, end), shared_file_io(second),
-        stream.options)))
+    rows = pa.Table.from_batches([b for p in partitions for b in reader.read(p)])
     assert sorted(rows["id"].to_pylist()) == list(range(5))
 
 
