@@ -30,8 +30,19 @@ from meltwater.output.parquet_parts import (
 )
 from meltwater.output.pipeline import ordered_map, writing_behind
 from meltwater.output.text import csv_text, json_lines, text_buffer
+from meltwater.planner.str_enum import StrEnum
 
-FORMATS = ("table", "jsonl", "csv", "parquet")
+
+class OutputFormat(StrEnum):
+    """What `write_stream` writes (the CLI's `--format`)."""
+
+    TABLE = "table"  # aligned columns, for a terminal
+    JSONL = "jsonl"  # one JSON object per row
+    CSV = "csv"
+    PARQUET = "parquet"  # to a file only
+
+
+FORMATS = OutputFormat.texts()
 
 
 def _csv_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -258,18 +269,20 @@ class _Piece:
     last: bool  # the row group's last piece
 
 
-def write_stream(reader: pa.RecordBatchReader, fmt: str, output: str | None = None) -> int:
+def write_stream(reader: pa.RecordBatchReader, fmt: OutputFormat | str,
+                 output: str | None = None) -> int:
     """Write a stream in a format to a file (or stdout); returns the number of rows.
 
     A file is whole or absent: it replaces `output` only once every row is written
     (`meltwater.output.files`), so a failure leaves an existing file as it was."""
-    if fmt not in FORMATS:
+    chosen = OutputFormat.named(fmt)
+    if chosen is None:
         raise OutputError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
-    if fmt == "parquet":
+    if chosen is OutputFormat.PARQUET:
         return _write_parquet(reader, output)
-    if fmt == "csv":
+    if chosen is OutputFormat.CSV:
         return _write_text(reader, output, _csv_text, empty=_csv_header(reader.schema.names))
-    if fmt == "jsonl":
+    if chosen is OutputFormat.JSONL:
         return _write_text(reader, output, _jsonl_text)
     with output_destination(output, text=True) as handle:
         return write_table(reader, reader.schema, handle)

@@ -203,7 +203,7 @@ class ManifestGroup:
         """The entries of one manifest that pass the entry filter and pruning."""
         entries = (self.reader.entries(manifest) if self.file_paths is None
                    else self.reader.entries_naming(manifest, self.file_paths))
-        is_delete = manifest.content != 0
+        is_delete = manifest.content == ManifestContent.DELETES
         kept: list[ManifestEntry] = []
         partition_ok = (self._evaluators.partition_evaluator(manifest.partition_spec_id)
                         if self._filtered else None)

@@ -143,7 +143,7 @@ def read_manifest_list(io: FileIO, location: str, metadata: TableMetadata) -> li
             manifests.append(ManifestFile(
                 manifest_path=rec["manifest_path"], manifest_length=rec["manifest_length"],
                 partition_spec_id=spec_id,
-                content=ManifestContent(rec.get("content", 0)),
+                content=ManifestContent(rec.get("content", ManifestContent.DATA)),
                 sequence_number=rec.get("sequence_number", 0) or 0,
                 min_sequence_number=rec.get("min_sequence_number", 0) or 0,
                 added_snapshot_id=rec.get("added_snapshot_id"),
@@ -215,7 +215,7 @@ class _Entries:
         snapshot_id = rec.get("snapshot_id")
         if snapshot_id is None:
             snapshot_id = self.added_snapshot_id
-        content = FileContent(f.get("content", 0))
+        content = FileContent(f.get("content", FileContent.DATA))
         if (content != FileContent.DATA) != self.holds_deletes:
             # The manifest list's label decides how a manifest is read: a delete file read
             # as data would come out as rows of nulls, data read as deletes would delete.

@@ -51,11 +51,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from meltwater.planner.errors import MeltwaterError
+from meltwater.planner.str_enum import StrEnum
 from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.service.logs import LogFormat
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kinds import SinkPlacement, sink_kind
@@ -65,11 +67,23 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PROGRESS_MODES = ("auto", "lines", "off")
 SPARK_LOG_OFF = "off"
-LOG_FORMATS = ("text", "json")
-EVENT_TRIGGER = "event"
-AVAILABLE_NOW = "available-now"
+
+
+class ProgressMode(StrEnum):
+    """The progress lines on stdout (`[service] progress`)."""
+
+    AUTO = "auto"  # a live line per pipeline on a terminal, else LINES
+    LINES = "lines"  # a line per pipeline whenever it changes
+    OFF = "off"
+
+
+class Trigger(StrEnum):
+    """When a pipeline's micro-batches start (`trigger`)."""
+
+    EVENT = "event"  # when the table commits
+    AVAILABLE_NOW = "available-now"  # once, over what is there, then the pipeline ends
+    INTERVAL = "interval"  # every `interval_s` seconds (the configuration gives a duration)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
           "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
@@ -111,15 +125,15 @@ class PipelineConfig:
     table: str  # as the config names it
     checkpoint: str
     sink: SinkConfig
-    trigger: str = EVENT_TRIGGER  # "event", "available-now", or an interval in seconds
-    interval_s: float | None = None
+    trigger: Trigger = Trigger.EVENT
+    interval_s: float | None = None  # for Trigger.INTERVAL
     options: dict[str, str] = field(default_factory=dict)
     source: TableSource | None = None  # the table, resolved with the config's [catalogs]
 
     @property
     def event_driven(self) -> bool:
         """Whether micro-batches start when the table commits, not on an interval."""
-        return self.trigger == EVENT_TRIGGER
+        return self.trigger == Trigger.EVENT
 
     @property
     def table_source(self) -> TableSource:
@@ -151,8 +165,8 @@ class ServiceConfig:
     pipelines: tuple[PipelineConfig, ...]
     http_host: str | None = "127.0.0.1"
     http_port: int = 9464
-    log_format: str = "text"
-    progress: str = "auto"
+    log_format: LogFormat = LogFormat.TEXT
+    progress: ProgressMode = ProgressMode.AUTO
     shutdown_timeout_s: float = 30.0
     spark_master: str | None = None
     spark_log: str | None = None  # a path, "off", or None: beside the first checkpoint
@@ -180,7 +194,7 @@ class _Reader:
         self.table = dict(table)
         self.used: set[str] = set()
 
-    def fail(self, key: str, problem: str) -> None:
+    def fail(self, key: str, problem: str) -> NoReturn:
         where = ".".join(p for p in (self.path, key) if p) or "(top level)"
         raise ConfigError(f"{self.source}: {where}: {problem}")
 
@@ -247,13 +261,8 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
     service = top.child("service")
     http = service.get("http", (str, bool), "127.0.0.1:9464")
     host, port = _http_address(service, http)
-    log_format = service.get("log", str, "text")
-    if log_format not in LOG_FORMATS:
-        service.fail("log", f"expected one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
-    progress = service.get("progress", str, "auto")
-    if progress not in PROGRESS_MODES:
-        service.fail("progress", f"expected one of {', '.join(PROGRESS_MODES)}, "
-                                 f"got {progress!r}")
+    log_format = _choice(service, "log", LogFormat, LogFormat.TEXT)
+    progress = _choice(service, "progress", ProgressMode, ProgressMode.AUTO)
     shutdown = _duration(service, "shutdown-timeout", "30s")
     spark_log = service.get("spark-log", str)
     if spark_log is not None and not spark_log.strip():
@@ -323,12 +332,24 @@ def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
     return host, int(port_text)
 
 
+_Choice = TypeVar("_Choice", bound=StrEnum)
+
+
+def _choice(reader: _Reader, key: str, kind: type[_Choice], default: _Choice) -> _Choice:
+    """Key `key` as a member of `kind`; any other text is a ConfigError naming the choices."""
+    text = reader.get(key, str, default)
+    member = kind.named(text)
+    if member is None:
+        reader.fail(key, f"expected one of {', '.join(kind.texts())}, got {text!r}")
+    return member
+
+
 def _duration(reader: _Reader, key: str, default: str) -> float:
     text = reader.get(key, str, default)
     seconds = parse_duration(text)
     if seconds is None:
         reader.fail(key, f"expected a duration such as 500ms, 10s or 1min, got {text!r}")
-    return float(seconds)  # type: ignore[arg-type]
+    return float(seconds)
 
 
 def _pipeline(source: str, index: int, entry: Any,
@@ -348,14 +369,15 @@ def _pipeline(source: str, index: int, entry: Any,
                                   "working directory)")
     if checkpoint.startswith("~"):  # Spark's Hadoop paths take "~" literally: ./~/...
         checkpoint = str(Path(checkpoint).expanduser())
-    trigger_text = reader.get("trigger", str, EVENT_TRIGGER)
+    trigger_text = reader.get("trigger", str, Trigger.EVENT)
+    trigger = Trigger.named(trigger_text)
     interval = None
-    if trigger_text not in (EVENT_TRIGGER, AVAILABLE_NOW):
+    if trigger not in (Trigger.EVENT, Trigger.AVAILABLE_NOW):
         interval = parse_duration(trigger_text)
         if interval is None:
-            reader.fail("trigger", f"expected \"event\", \"available-now\" or an interval "
-                                   f"such as 10s, got {trigger_text!r}")
-        trigger_text = "interval"
+            reader.fail("trigger", f"expected \"{Trigger.EVENT}\", \"{Trigger.AVAILABLE_NOW}\" or "
+                                   f"an interval such as 10s, got {trigger_text!r}")
+        trigger = Trigger.INTERVAL
     options_reader = reader.child("options")
     options = {}
     for key in list(options_reader.table):
@@ -365,7 +387,7 @@ def _pipeline(source: str, index: int, entry: Any,
     sink = _sink(reader.child("sink"), name, table_source, checkpoint)
     _check_sink_source_options(options_reader, sink, options)
     reader.done()
-    return PipelineConfig(name, table, checkpoint, sink, trigger_text, interval, options,
+    return PipelineConfig(name, table, checkpoint, sink, trigger, interval, options,
                           table_source)
 
 

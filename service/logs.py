@@ -18,6 +18,15 @@ import threading
 import time
 from typing import Any, TextIO
 
+from meltwater.planner.str_enum import StrEnum
+
+
+class LogFormat(StrEnum):
+    """How the service's log lines are written (`[service] log`)."""
+
+    TEXT = "text"  # short key=value lines, for people
+    JSON = "json"  # one JSON object per line, for log shippers
+
 
 class JsonFormatter(logging.Formatter):
     """Log records as one JSON object a line, for log collectors."""
@@ -54,11 +63,11 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def setup_logging(log_format: str, stream: TextIO | None = None,
+def setup_logging(log_format: LogFormat, stream: TextIO | None = None,
                   level: int = logging.INFO) -> None:
-    """Route meltwater's logs to `stream` (stderr) in `log_format` ("text" or "json")."""
+    """Route meltwater's logs to `stream` (stderr) in `log_format`."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.setFormatter(JsonFormatter() if log_format == LogFormat.JSON else TextFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

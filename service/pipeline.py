@@ -34,7 +34,7 @@ from typing import Any
 
 from meltwater.planner.errors import OffsetError
 from meltwater.planner.micro_batch import StreamOffset
-from meltwater.service.config import AVAILABLE_NOW, PipelineConfig
+from meltwater.service.config import PipelineConfig, Trigger
 from meltwater.service.failures import Action, Failure, classify
 from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, ServiceMetrics
@@ -137,7 +137,7 @@ class PipelineRun:
         frame = observe_change_counts(frame)
         writer = kind.writer(frame, config.sink.options, config.sink_placement)
         writer = writer.queryName(config.name).option("checkpointLocation", config.checkpoint)
-        if config.trigger == AVAILABLE_NOW:
+        if config.trigger == Trigger.AVAILABLE_NOW:
             writer = writer.trigger(availableNow=True)
         elif config.event_driven:
             writer = writer.trigger(processingTime="0 seconds")

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any, TextIO
 
+from meltwater.service.config import ProgressMode
 from meltwater.service.logs import JsonFormatter
 from meltwater.service.pipeline import PipelineRun
 
@@ -64,25 +65,25 @@ def _json_line(run: PipelineRun) -> str:
 
 
 class ProgressDisplay:
-    """Prints the progress lines of `runs` to `stream` in `mode` (auto, lines, off), as
-    JSON records with `json_lines`."""
+    """Prints the progress lines of `runs` to `stream` in `mode`, as JSON records with
+    `json_lines`; AUTO redraws them in place on a terminal (`live`)."""
 
-    def __init__(self, mode: str, stream: TextIO | None = None, *,
+    def __init__(self, mode: ProgressMode, stream: TextIO | None = None, *,
                  json_lines: bool = False) -> None:
         self.stream = stream or sys.stdout
         interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
-        live = interactive and not json_lines
-        self.mode = ("live" if live else "lines") if mode == "auto" else mode
+        self.off = mode == ProgressMode.OFF
+        self.live = mode == ProgressMode.AUTO and interactive and not json_lines
         self.json_lines = json_lines
         self._last: list[str] = []
         self._drawn = 0
 
     def show(self, runs: list[PipelineRun]) -> None:
         """Print one progress line for each pipeline, redrawn in place on a terminal."""
-        if self.mode == "off":
+        if self.off:
             return
         lines = [progress_line(run) for run in runs]
-        if self.mode == "live":
+        if self.live:
             if self._drawn:
                 self.stream.write(f"\x1b[{self._drawn}F")
             for line in lines:

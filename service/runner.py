@@ -44,16 +44,16 @@ from meltwater.service.checkpoints import (
     uncreatable,
 )
 from meltwater.service.config import (
-    AVAILABLE_NOW,
     SPARK_LOG_OFF,
     CheckpointInUseError,
     ConfigError,
     PipelineConfig,
     ServiceConfig,
+    Trigger,
     local_path,
 )
 from meltwater.service.failures import Action
-from meltwater.service.logs import fields, setup_logging
+from meltwater.service.logs import LogFormat, fields, setup_logging
 from meltwater.service.metrics import (
     Health,
     ServiceMetrics,
@@ -242,7 +242,7 @@ class Service:
         self.health = Health()
         self.stopping = threading.Event()
         self.display = ProgressDisplay(config.progress, progress_stream,
-                                       json_lines=config.log_format == "json")
+                                       json_lines=config.log_format == LogFormat.JSON)
         self.server: StatusServer | None = None
         self.spark: Any = None
         self.runs: list[PipelineRun] = []
@@ -280,7 +280,8 @@ class Service:
                 url=f"http://{self.server.host}:{self.server.port}/", health="/health",
                 metrics="/metrics"))
         try:
-            output = SparkOutput(spark_log_path(config), json_lines=config.log_format == "json")
+            output = SparkOutput(spark_log_path(config),
+                                 json_lines=config.log_format == LogFormat.JSON)
             self.spark = spark_session(config, output)
             self.runs = [PipelineRun(self.spark, p, self.metrics, self.health,
                                      TableHead(p.table_source).start()) for p in config.pipelines]
@@ -309,7 +310,7 @@ class Service:
         """Whether the service is done by itself: every pipeline is available-now and has
         finished or failed. A long-running pipeline that failed keeps the service up, its
         `/health` 503 saying why, and the others running."""
-        return all(run.config.trigger == AVAILABLE_NOW and run.done for run in self.runs)
+        return all(run.config.trigger == Trigger.AVAILABLE_NOW and run.done for run in self.runs)
 
     def _exit_status(self) -> int:
         failed = [run for run in self.runs if run.failure is not None]
@@ -359,12 +360,12 @@ def serve(config: ServiceConfig) -> int:
             raise ConfigError(no_master)
         return service.run()
     except MeltwaterError as error:
-        if config.log_format != "json":
+        if config.log_format != LogFormat.JSON:
             raise
         log.error(str(error), extra=fields(error=type(error).__name__))
         return error.exit_code
     except Exception:
-        if config.log_format != "json":
+        if config.log_format != LogFormat.JSON:
             raise
         log.exception("the service failed")
         return EXIT_SPARK_UNUSABLE

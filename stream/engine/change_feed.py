@@ -38,7 +38,10 @@ from meltwater.stream.engine.change_schema import (
     LINEAGE_IDS,
     METADATA_COLUMNS,
     ChangeOptions,
+    ChangeTypeNames,
+    EqualityDeletes,
     RowOptions,
+    change_mode,
 )
 
 log = logging.getLogger(__name__)
@@ -161,8 +164,10 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
             filter: Expression | str = TRUE, columns: list[str] | None = None,
             net: bool = False, compute_updates: bool | None = None,
             identifier_columns: list[str] | None = None, keep_carryover: bool = False,
-            appends_only: bool = False, equality_deletes: str = "resolve",
-            change_type_names: str = "iceberg", io: FileIO | None = None,
+            appends_only: bool = False,
+            equality_deletes: EqualityDeletes | str = EqualityDeletes.RESOLVE,
+            change_type_names: ChangeTypeNames | str = ChangeTypeNames.ICEBERG,
+            io: FileIO | None = None,
             batch_size: int = 131_072) -> pa.RecordBatchReader:
     """The changes of a table between two snapshots, as a stream of Arrow batches.
 
@@ -194,5 +199,8 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
     rows = RowOptions(filter=filter, columns=columns, net=net,
                       compute_updates=compute_updates, identifier_columns=identifier_columns,
                       keep_carryover=keep_carryover, appends_only=appends_only,
-                      equality_deletes=equality_deletes, change_type_names=change_type_names)
+                      equality_deletes=change_mode(EqualityDeletes, equality_deletes,
+                                                   "equality-deletes mode"),
+                      change_type_names=change_mode(ChangeTypeNames, change_type_names,
+                                                    "change type names"))
     return change_feed(table, request, rows, io=io).reader(batch_size)

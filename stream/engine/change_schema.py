@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from meltwater.planner.errors import SchemaError
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
+from meltwater.planner.str_enum import StrEnum
 from meltwater.planner.types import LONG, NestedField, Schema
 from meltwater.stream.errors import ChangeOptionError
 
@@ -33,13 +35,29 @@ DELETE = "DELETE"
 UPDATE_BEFORE = "UPDATE_BEFORE"
 UPDATE_AFTER = "UPDATE_AFTER"
 
-# Change type names by vocabulary: Iceberg's (and Spark's changelog view), or Delta's
-# change data feed (also Spark 4.2's), keyed by the Iceberg name.
-CHANGE_TYPE_NAMES: dict[str, dict[str, str]] = {
-    "iceberg": {INSERT: INSERT, DELETE: DELETE, UPDATE_BEFORE: UPDATE_BEFORE,
-                UPDATE_AFTER: UPDATE_AFTER},
-    "delta": {INSERT: "insert", DELETE: "delete", UPDATE_BEFORE: "update_preimage",
-              UPDATE_AFTER: "update_postimage"},
+
+
+class ChangeTypeNames(StrEnum):
+    """Which vocabulary `_change_type` speaks (option `change-type-names`)."""
+
+    ICEBERG = "iceberg"  # Iceberg's, and Spark's changelog view's
+    DELTA = "delta"  # Delta's change data feed, also Spark 4.2's
+
+
+class EqualityDeletes(StrEnum):
+    """What an equality delete is taken to delete (option `equality-deletes`; see
+    `reconstruction`)."""
+
+    RESOLVE = "resolve"  # the live rows its key matches
+    TRUST_PAYLOAD = "trust-payload"  # a full-row delete: its own row, as written
+
+
+# Change type names by vocabulary, keyed by the Iceberg name.
+CHANGE_TYPE_NAMES: dict[ChangeTypeNames, dict[str, str]] = {
+    ChangeTypeNames.ICEBERG: {INSERT: INSERT, DELETE: DELETE, UPDATE_BEFORE: UPDATE_BEFORE,
+                              UPDATE_AFTER: UPDATE_AFTER},
+    ChangeTypeNames.DELTA: {INSERT: "insert", DELETE: "delete",
+                            UPDATE_BEFORE: "update_preimage", UPDATE_AFTER: "update_postimage"},
 }
 # Every accepted name -> its Iceberg name, so inputs in either vocabulary are understood.
 CANONICAL_NAMES: dict[str, str] = {
@@ -52,18 +70,25 @@ LINEAGE_FIELDS = (NestedField(ROW_ID_ID, "_row_id", LONG, False),
 LINEAGE_IDS = frozenset({ROW_ID_ID, LAST_UPDATED_SEQUENCE_NUMBER_ID})
 LINEAGE_COLUMNS = tuple(f.name for f in LINEAGE_FIELDS)
 
-EQUALITY_DELETE_MODES = ("resolve", "trust-payload")
+_Mode = TypeVar("_Mode", bound=StrEnum)
 
 
-def _check_modes(equality_deletes: str, change_type_names: str) -> None:
-    if equality_deletes not in EQUALITY_DELETE_MODES:
-        raise ChangeOptionError(
-            f"unknown equality-deletes mode {equality_deletes!r} (choose from "
-            f"{', '.join(EQUALITY_DELETE_MODES)})")
-    if change_type_names not in CHANGE_TYPE_NAMES:
-        raise ChangeOptionError(
-            f"unknown change type names {change_type_names!r} (choose from "
-            f"{', '.join(CHANGE_TYPE_NAMES)})")
+def change_mode(kind: type[_Mode], value: str, what: str) -> _Mode:
+    """`value` (a member, or the text a caller gave) as a member of `kind`; an unknown one
+    is a ChangeOptionError naming `what` and the choices."""
+    member = kind.named(value)
+    if member is None:
+        raise ChangeOptionError(f"unknown {what} {value!r} (choose from "
+                                f"{', '.join(kind.texts())})")
+    return member
+
+
+def _set_modes(options: RowOptions | ChangeOptions) -> None:
+    """Take the modes given as text (by the Python API, the CLI) as members."""
+    object.__setattr__(options, "equality_deletes", change_mode(
+        EqualityDeletes, options.equality_deletes, "equality-deletes mode"))
+    object.__setattr__(options, "change_type_names", change_mode(
+        ChangeTypeNames, options.change_type_names, "change type names"))
 
 
 @dataclass(frozen=True)
@@ -84,15 +109,15 @@ class RowOptions:
     identifier_columns: Sequence[str] | None = None
     keep_carryover: bool = False
     appends_only: bool = False  # inserts of append commits only (Iceberg's append scan)
-    equality_deletes: str = "resolve"
-    change_type_names: str = "iceberg"
+    equality_deletes: EqualityDeletes = EqualityDeletes.RESOLVE
+    change_type_names: ChangeTypeNames = ChangeTypeNames.ICEBERG
     # What the caller calls the two pairing options (`--compute-updates`, the Spark option
     # `compute-updates`, ...), for a refusal to name them as the user wrote them.
     updates_option: str = field(default="compute_updates", compare=False)
     identifiers_option: str = field(default="identifier_columns", compare=False)
 
     def __post_init__(self) -> None:
-        _check_modes(self.equality_deletes, self.change_type_names)
+        _set_modes(self)
         for name in ("columns", "identifier_columns"):
             value = getattr(self, name)
             if value is not None:
@@ -137,11 +162,11 @@ class ChangeOptions:
     compute_updates: bool = False  # DELETE + INSERT of one key -> UPDATE_BEFORE/UPDATE_AFTER
     identifier_field_ids: tuple[int, ...] | None = None
     keep_carryover: bool = False  # keep rows deleted and re-inserted unchanged in a commit
-    equality_deletes: str = "resolve"  # or "trust-payload" (see `reconstruction`)
-    change_type_names: str = "iceberg"  # or "delta": insert, delete, update_pre/postimage
+    equality_deletes: EqualityDeletes = EqualityDeletes.RESOLVE
+    change_type_names: ChangeTypeNames = ChangeTypeNames.ICEBERG
 
     def __post_init__(self) -> None:
-        _check_modes(self.equality_deletes, self.change_type_names)
+        _set_modes(self)
         if self.identifier_field_ids is not None:
             object.__setattr__(self, "identifier_field_ids", tuple(self.identifier_field_ids))
 

@@ -82,6 +82,8 @@ from meltwater.stream.engine.change_schema import (
     DELETE,
     INSERT,
     ChangeOptions,
+    ChangeTypeNames,
+    EqualityDeletes,
 )
 from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.formats import open_source
@@ -284,7 +286,7 @@ class _CommitRun:
         names = CHANGE_TYPE_NAMES[self.options.change_type_names]
         if isinstance(change_type, str):
             types = constant_array(pa.scalar(names[change_type]), n)
-        elif self.options.change_type_names == "iceberg":
+        elif self.options.change_type_names == ChangeTypeNames.ICEBERG:
             types = change_type
         else:
             known = list(names)
@@ -434,7 +436,7 @@ class _CommitRun:
     def _trusted_files(self) -> dict[str, DataFile]:
         """Equality delete files added by this commit whose rows can be emitted as they
         are: only with `trust-payload`, and only when they hold every projected column."""
-        if self.options.equality_deletes != "trust-payload":
+        if self.options.equality_deletes != EqualityDeletes.TRUST_PAYLOAD:
             return {}
         target = pa.struct(list(self.table_schema))
         found: dict[str, DataFile] = {}

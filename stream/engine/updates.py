@@ -53,6 +53,8 @@ from meltwater.stream.engine.change_schema import (
     METADATA_COLUMNS,
     UPDATE_AFTER,
     UPDATE_BEFORE,
+    ChangeTypeNames,
+    change_mode,
 )
 from meltwater.stream.errors import MissingIdentifierColumnError
 
@@ -215,12 +217,8 @@ def _with_change_types(table: pa.Table, types: pa.Array) -> pa.Table:
     return table.set_column(index, table.schema.field(index), types)
 
 
-def _names(vocabulary: str) -> dict[str, str]:
-    try:
-        return CHANGE_TYPE_NAMES[vocabulary]
-    except KeyError:
-        raise MeltwaterError(f"unknown change type names {vocabulary!r} (choose from "
-                             f"{', '.join(CHANGE_TYPE_NAMES)})") from None
+def _names(vocabulary: ChangeTypeNames | str) -> dict[str, str]:
+    return CHANGE_TYPE_NAMES[change_mode(ChangeTypeNames, vocabulary, "change type names")]
 
 
 # -- the three steps ----------------------------------------------------------------------------
@@ -249,7 +247,7 @@ def remove_carryover(table: pa.Table) -> pa.Table:
 
 
 def pair_updates(table: pa.Table, identifier_field_ids: Sequence[int], *,
-                 change_type_names: str = "iceberg") -> pa.Table:
+                 change_type_names: ChangeTypeNames | str = ChangeTypeNames.ICEBERG) -> pa.Table:
     """Change rows with each DELETE + INSERT of one key turned into an update pair, ordered
     DELETEs, then pairs (UPDATE_BEFORE immediately followed by its UPDATE_AFTER), then
     INSERTs.
@@ -311,7 +309,8 @@ def deletes_first(table: pa.Table) -> pa.Table:
 
 def net_changes(batches: Iterable[pa.RecordBatch], *,
                 identifier_field_ids: Sequence[int] | None = None,
-                compute_updates: bool = False, change_type_names: str = "iceberg",
+                compute_updates: bool = False,
+                change_type_names: ChangeTypeNames | str = ChangeTypeNames.ICEBERG,
                 schema: pa.Schema | None = None) -> pa.Table:
     """The net effect of a range's change rows (given in commit order).
 

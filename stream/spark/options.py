@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from meltwater.planner.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
+from meltwater.planner.str_enum import StrEnum
 from meltwater.planner.table_source import TableSource, parse_table_source
-from meltwater.stream.engine.change_schema import (
-    CHANGE_TYPE_NAMES,
-    EQUALITY_DELETE_MODES,
-    RowOptions,
-)
+from meltwater.stream.engine.change_schema import ChangeTypeNames, EqualityDeletes, RowOptions
 from meltwater.stream.errors import OptionError
 from meltwater.stream.watch.change_stream import StreamRead
+from meltwater.stream.watch.stream_modes import SchemaChange, Starting
 
 TRUE_WORDS = ("true", "1", "yes")
 FALSE_WORDS = ("false", "0", "no")
@@ -195,16 +193,22 @@ def row_options(options: Mapping[str, str]) -> RowOptions:
     appends = _bool(lowered, "appends-only")
     if appends is not None:
         kwargs["appends_only"] = appends
-    for option, keyword, choices in (
-            ("equality-deletes", "equality_deletes", EQUALITY_DELETE_MODES),
-            ("change-type-names", "change_type_names", tuple(CHANGE_TYPE_NAMES))):
+    for option, keyword, kind in (("equality-deletes", "equality_deletes", EqualityDeletes),
+                                  ("change-type-names", "change_type_names", ChangeTypeNames)):
         value = lowered.get(option)
         if value is not None:
-            if value not in choices:
-                raise OptionError(f"option {option}={value!r}: expected "
-                                  f"{' or '.join(choices)}")
-            kwargs[keyword] = value
+            kwargs[keyword] = _mode(kind, option, value)
     return RowOptions(**kwargs)
+
+
+def _mode(kind: type[StrEnum], option: str, value: str, text: str | None = None) -> Any:
+    """Option `option`'s `value` as a member of `kind` (looked up as `text`, when the
+    option's case does not matter); an unknown value is an OptionError in the user's
+    words."""
+    member = kind.named(value if text is None else text)
+    if member is None:
+        raise OptionError(f"option {option}={value!r}: expected {' or '.join(kind.texts())}")
+    return member
 
 
 def _skip_expired(lowered: dict[str, str]) -> bool:
@@ -241,8 +245,6 @@ def change_read(options: Mapping[str, str]) -> ChangeRead:
 
 # -- streaming reads -------------------------------------------------------------------------
 
-STARTING_MODES = ("earliest", "latest")
-SCHEMA_CHANGE_MODES = ("project", "fail")
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
                "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
 
@@ -275,18 +277,19 @@ def _not_negative(value: int | None, name: str) -> int:
     return value or 0
 
 
-def _stream_start(lowered: dict[str, str]) -> tuple[str, RangeBound | None]:
+def _stream_start(lowered: dict[str, str]) -> tuple[Starting, RangeBound | None]:
     """`starting` and the start bound of a stream: at most one of `starting` (or Delta's
     `startingVersion=latest`) and the start options, which the range resolver refuses to
     take twice."""
-    starting = lowered.get("starting")
-    if starting is not None and starting.lower() not in STARTING_MODES:
-        raise OptionError(f"option starting={starting!r}: expected earliest or latest")
+    text = lowered.get("starting")
+    starting: Starting | None = None
+    if text is not None:
+        starting = _mode(Starting, "starting", text, text.lower())
     version = lowered.get("startingversion")
-    if version is not None and version.lower() == "latest":
-        if starting is not None and starting.lower() != "latest":
+    if version is not None and version.lower() == Starting.LATEST:
+        if starting is not None and starting is not Starting.LATEST:
             raise OptionError("give the stream's start once, not starting and startingVersion")
-        starting, version = "latest", None
+        starting, version = Starting.LATEST, None
     exclusive = {
         "start-snapshot-id": (BoundKind.SNAPSHOT, _int(lowered, "start-snapshot-id")),
         "stream-from-timestamp": (BoundKind.TIMESTAMP,
@@ -300,7 +303,7 @@ def _stream_start(lowered: dict[str, str]) -> tuple[str, RangeBound | None]:
         raise OptionError(f"give the stream's start once, not "
                           f"{' and '.join(b.option for b in bounds)} and starting")
     start = RangeRequest.of(bounds).start
-    return (starting or "earliest").lower(), start
+    return starting or Starting.EARLIEST, start
 
 
 def stream_read(options: Mapping[str, str]) -> StreamRead:
@@ -338,9 +341,9 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
         raise OptionError("net-changes is a batch option: a stream emits each commit's "
                           "changes; read a range with spark.read to get its net changes")
     starting, start = _stream_start(lowered)
-    mode = (lowered.get("schema-change") or "project").lower()
-    if mode not in SCHEMA_CHANGE_MODES:
-        raise OptionError(f"option schema-change={mode!r}: expected project or fail")
+    text = lowered.get("schema-change")
+    mode = (SchemaChange.PROJECT if text is None
+            else _mode(SchemaChange, "schema-change", text, text.lower()))
     return StreamRead(
         source=table_source(options),
         start=start,

@@ -141,6 +141,7 @@ from meltwater.stream.engine.change_schema import (
     RowOptions,
 )
 from meltwater.stream.errors import SchemaChangedError
+from meltwater.stream.watch.stream_modes import SchemaChange, Starting
 
 if TYPE_CHECKING:
     from meltwater.stream.watch.watcher import SnapshotWatcher
@@ -156,13 +157,13 @@ class StreamRead:
 
     source: TableSource  # the table, by location or catalog identifier
     start: RangeBound | None = None  # where the stream starts; None: as `starting` says
-    starting: str = "earliest"  # or "latest": only commits after the query starts
+    starting: Starting = Starting.EARLIEST
     snapshot_as_inserts: bool = False
     max_files: int | None = None
     max_rows: int | None = None
     max_bytes: int | None = None
     skip_expired: bool = False
-    schema_change: str = "project"
+    schema_change: SchemaChange = SchemaChange.PROJECT
     split_size: int | None = None  # bytes per partition (else read.split.target-size)
     watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
     rows: RowOptions = field(default_factory=RowOptions)  # net changes: batch reads only
@@ -352,7 +353,7 @@ class ChangeStream:
             start = resolve_start(table, read.start, skip_expired=read.skip_expired)
         elif current is None:
             return StreamOffset(None, complete=True)
-        elif read.starting == "latest":
+        elif read.starting == Starting.LATEST:
             start = current.snapshot_id
         else:  # earliest: the oldest retained ancestor's commit is the first read
             oldest = metadata.ancestors(current.snapshot_id)[-1]
@@ -689,7 +690,7 @@ class ChangeStream:
             f"columns changing type: {', '.join(retyped)}" if retyped else "") if part)
         where = (f"table {self.read.source} changed its schema at snapshot "
                  f"{snapshot.snapshot_id} ({what})")
-        if self.read.schema_change == "fail":
+        if self.read.schema_change == SchemaChange.FAIL:
             if admitted:
                 return False  # deliver what came before the change first
             raise SchemaChangedError(
