@@ -26,14 +26,28 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from meltwater.planner.str_enum import StrEnum
 from meltwater.service.logs import fields
 
 log = logging.getLogger("meltwater.service")
 
 BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
-HEALTHY = ("running", "finished")
-STARTING = "starting"
 REQUEST_TIMEOUT_S = 10.0
+
+
+class PipelineState(StrEnum):
+    """Where a pipeline is, as /health and the progress line say it."""
+
+    STARTING = "starting"  # its query has not started yet
+    RUNNING = "running"
+    RESTARTING = "restarting"  # its query ended and starts again (a schema change, a retry)
+    FAILING = "failing"  # failed, and is retried with backoff
+    FAILED = "failed"  # failed for good: restarting cannot heal it
+    FINISHED = "finished"  # available-now: done
+    STOPPED = "stopped"  # the service stopped it
+
+
+HEALTHY = (PipelineState.RUNNING, PipelineState.FINISHED)
 
 
 class ServiceMetrics:
@@ -72,7 +86,7 @@ class ServiceMetrics:
 class PipelineHealth:
     """What /health says of one pipeline."""
 
-    state: str = "starting"  # starting, running, restarting, failing, failed, finished, stopped
+    state: PipelineState = PipelineState.STARTING
     snapshot_id: int | None = None
     sequence_number: int | None = None
     lag_snapshots: int = 0
@@ -106,15 +120,17 @@ class Health:
             pipelines = {name: {k: v for k, v in vars(h).items() if k != "extra"}
                          for name, h in self._pipelines.items()}
         states = {name: p["state"] for name, p in pipelines.items()}
-        waiting = sorted(name for name, state in states.items() if state == STARTING)
+        waiting = sorted(name for name, state in states.items()
+                         if state == PipelineState.STARTING)
         unwell = sorted(name for name, state in states.items()
-                        if state not in HEALTHY and state != STARTING)
+                        if state not in HEALTHY and state != PipelineState.STARTING)
         if unwell:
             status, reason = "failing", "; ".join(
                 f"{name}: {pipelines[name]['last_error'] or states[name]}" for name in unwell)
         elif waiting or not pipelines:
-            status, reason = STARTING, ("pipelines not started yet: " + ", ".join(waiting)
-                                        if waiting else "no pipeline started yet")
+            status, reason = PipelineState.STARTING, (
+                "pipelines not started yet: " + ", ".join(waiting) if waiting
+                else "no pipeline started yet")
         else:
             return 200, {"status": "ok", "pipelines": pipelines}
         return 503, {"status": status, "reason": reason, "pipelines": pipelines}

@@ -37,7 +37,7 @@ from meltwater.planner.micro_batch import StreamOffset
 from meltwater.service.config import PipelineConfig, Trigger
 from meltwater.service.failures import Action, Failure, classify
 from meltwater.service.logs import fields
-from meltwater.service.metrics import Health, ServiceMetrics
+from meltwater.service.metrics import Health, PipelineState, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
 from meltwater.stream.spark.change_counts import observe_change_counts, observed_change_counts
@@ -146,7 +146,7 @@ class PipelineRun:
         self._resume_position()
         self.query = start_query(writer)  # one at a time: see stream.query_start
         self.metrics.up.labels(config.name).set(1)
-        self.health.update(config.name, state="running")
+        self.health.update(config.name, state=PipelineState.RUNNING)
         log.info("pipeline started", extra=fields(pipeline=config.name, table=config.table,
                                                    sink=config.sink.type,
                                                    trigger=config.trigger))
@@ -236,7 +236,7 @@ class PipelineRun:
             log.warning("pipeline stopped with an error", extra=fields(
                 pipeline=self.config.name, error=classify(error).reason))
         self.metrics.up.labels(self.config.name).set(0)
-        self.health.update(self.config.name, state="stopped")
+        self.health.update(self.config.name, state=PipelineState.STOPPED)
         self.query = None
         self.stopped = True
 
@@ -302,7 +302,7 @@ class PipelineRun:
         self.metrics.up.labels(name).set(0)
         if error is None:
             self.finished = True
-            self.health.update(name, state="finished")
+            self.health.update(name, state=PipelineState.FINISHED)
             log.info("pipeline finished", extra=fields(pipeline=name))
             return
         self._failed(classify(error))
@@ -313,14 +313,14 @@ class PipelineRun:
         name = self.config.name
         if failure.action is Action.RESTART:  # schema-change=fail: restart in the new schema
             self.retry_at = 0.0
-            self.health.update(name, state="restarting")
+            self.health.update(name, state=PipelineState.RESTARTING)
             log.info("table schema changed; restarting the query in the new schema",
                      extra=fields(pipeline=name, reason=failure.reason))
             return
         self.metrics.errors.labels(name).inc()
         if failure.action is not Action.RETRY:
             self.failure = failure
-            self.health.update(name, state="failed", last_error=failure.reason)
+            self.health.update(name, state=PipelineState.FAILED, last_error=failure.reason)
             message = ("the Spark session is unusable; the service stops so that its "
                        "supervisor starts a new process" if failure.action is Action.EXIT
                        else "pipeline stopped: restarting cannot fix this; fix it, then "
@@ -330,7 +330,7 @@ class PipelineRun:
         self.failures += 1
         backoff = min(MAX_BACKOFF_S, 2.0 ** (self.failures - 1))
         self.retry_at = time.monotonic() + backoff
-        self.health.update(name, state="failing", last_error=failure.reason)
+        self.health.update(name, state=PipelineState.FAILING, last_error=failure.reason)
         log.error("pipeline failed; restarting from its checkpoint", extra=fields(
             pipeline=name, error=failure.reason, retry_in_s=backoff, failures=self.failures))
 

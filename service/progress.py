@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from meltwater.service.config import ProgressMode
 from meltwater.service.logs import JsonFormatter
+from meltwater.service.metrics import PipelineState
 from meltwater.service.pipeline import PipelineRun
 
 _SECONDS = re.compile(r"snapshots [0-9.]+s")
@@ -24,23 +25,24 @@ _SECONDS = re.compile(r"snapshots [0-9.]+s")
 def progress_fields(run: PipelineRun) -> dict[str, Any]:
     """What a progress line says of a pipeline: its sink's snapshot and sequence number,
     the lag, rows per second, batches, and a state unless it runs."""
+    state: str
     if run.query is None and run.failure is not None:
-        state = "failed: " + run.failure.reason
+        state = f"{PipelineState.FAILED}: {run.failure.reason}"
     elif run.query is None and run.finished:
-        state = "finished"
+        state = PipelineState.FINISHED
     elif run.query is None and run.stopped:
-        state = "stopped"
+        state = PipelineState.STOPPED
     elif run.query is None:
-        state = "restarting" if run.failures else "starting"
+        state = PipelineState.RESTARTING if run.failures else PipelineState.STARTING
     else:
-        state = ""
+        state = PipelineState.RUNNING
     reached = run.reached
     snapshots, seconds = run.head.lag(reached)
     return {"pipeline": run.config.name, "snapshot": reached,
             "sequence_number": run.head.sequence_number(reached),
             "lag_snapshots": snapshots, "lag_seconds": round(seconds, 1),
             "rows_per_second": round(run.rows_per_second), "batches": run.last_batch + 1,
-            "state": state or "running"}
+            "state": state}
 
 
 def progress_line(run: PipelineRun) -> str:
@@ -52,7 +54,7 @@ def progress_line(run: PipelineRun) -> str:
     parts = [f"{values['pipeline']:<16}", where,
              f"lag {values['lag_snapshots']} snapshots {values['lag_seconds']:.1f}s",
              f"{run.rows_per_second:,.0f} rows/s", f"batches {values['batches']}"]
-    if values["state"] != "running":
+    if values["state"] != PipelineState.RUNNING:
         parts.append(values["state"])
     return "  ".join(parts)
 

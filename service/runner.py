@@ -56,6 +56,7 @@ from meltwater.service.failures import Action
 from meltwater.service.logs import LogFormat, fields, setup_logging
 from meltwater.service.metrics import (
     Health,
+    PipelineState,
     ServiceMetrics,
     StatusServer,
     check_listen,
@@ -248,7 +249,7 @@ class Service:
         self.runs: list[PipelineRun] = []
         self.locks: list[CheckpointLock] = []
         for pipeline in config.pipelines:  # /health: 503 "starting" until each has started
-            self.health.update(pipeline.name, state="starting")
+            self.health.update(pipeline.name, state=PipelineState.STARTING)
 
     def request_stop(self, signum: int | None = None, _frame: Any = None) -> None:
         """Ask the service to stop, from a signal handler or another thread."""
