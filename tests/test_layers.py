@@ -21,6 +21,7 @@ suite and put no path into tests/ on sys.path (or anywhere else).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -55,10 +56,15 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
 def _imports(path: Path) -> set[str]:
     """The meltwater modules a file imports, at any depth of its code."""
     imported: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -120,12 +126,12 @@ JVM_MEMBERS = {"_gateway", "_jvm", "_jsc", "_jconf", "_jsparkSession", "_jsqlCon
                "_jcatalog", "_jsq", "_jdf", "_jrdd", "_jreader", "_jwrite", "_jwriter"}
 
 
-def spark_references(source: str) -> list[str]:
+def spark_references(tree: ast.AST) -> list[str]:
     """Where `source` uses pyspark or Spark's JVM itself: imports of pyspark or py4j at any
     depth (a lazy import in a function, under TYPE_CHECKING, through importlib), and
     pyspark's private members that reach into the JVM (`JVM_MEMBERS`)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -152,15 +158,15 @@ def test_the_spark_check_catches_what_the_service_did():
                    "    return query._jsq.streamingQuery().offsetLog()\n"
                    "if TYPE_CHECKING:\n"
                    "    import py4j.protocol\n")
-    assert sorted(spark_references(old_service)) == [
+    assert sorted(spark_references(ast.parse(old_service))) == [
         "line 2: imports pyspark.java_gateway", "line 3: ._jvm", "line 5: ._jsq",
         "line 7: imports py4j.protocol"]
-    assert spark_references("import pysparkling\nx._json = 1\n") == []
+    assert spark_references(ast.parse("import pysparkling\nx._json = 1\n")) == []
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not _in(m, SPARK_ADAPTER)))
 def test_only_the_spark_adapter_touches_pyspark(module):
-    found = spark_references(MODULES[module].read_text())
+    found = spark_references(_tree(MODULES[module]))
     assert not found, (f"{module} uses pyspark or Spark's JVM; that belongs in "
                        f"meltwater.stream.spark: {found}")
 
@@ -168,7 +174,7 @@ def test_only_the_spark_adapter_touches_pyspark(module):
 def test_the_spark_adapter_does_touch_pyspark():
     """Guards the test above against an adapter that moved (the check would then pass on
     everything)."""
-    assert any(spark_references(MODULES[m].read_text()) for m in MODULES
+    assert any(spark_references(_tree(MODULES[m])) for m in MODULES
                if _in(m, SPARK_ADAPTER))
 
 
