@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
-from meltwater.planner.metadata import Snapshot, Table, TableMetadata
+from meltwater.planner.metadata import Snapshot, TableMetadata
+from meltwater.planner.table_loading import Table
 
 
 class BoundKind(enum.Enum):

@@ -63,8 +63,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.metadata import Snapshot, TableMetadata, load_table
+from meltwater.planner.metadata import Snapshot, TableMetadata
 from meltwater.planner.micro_batch import StreamOffset
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink

@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS

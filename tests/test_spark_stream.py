@@ -51,8 +51,8 @@ from meltwater.planner.errors import (
     StreamError,
 )
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import load_table
 from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.errors import OptionError, SchemaChangedError
 from meltwater.stream.spark.arrow_types import spark_arrow_schema
 from meltwater.stream.spark.options import stream_read

@@ -113,13 +113,7 @@ from meltwater.planner.errors import (
 )
 from meltwater.planner.fileio import FileIO, PyArrowFileIO
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import (
-    Snapshot,
-    Table,
-    TableMetadata,
-    locate_table,
-    read_metadata,
-)
+from meltwater.planner.metadata import Snapshot, TableMetadata
 from meltwater.planner.micro_batch import (
     UNLIMITED,
     Budget,
@@ -130,6 +124,7 @@ from meltwater.planner.micro_batch import (
 )
 from meltwater.planner.scan import TableScan
 from meltwater.planner.splitting import SplitOptions
+from meltwater.planner.table_loading import Table, locate_table, read_metadata
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.change_feed import change_feed

@@ -33,7 +33,7 @@ from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.expressions import BoundPredicate, Op
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import NestedField, PrimitiveType, Schema
 from meltwater.stream.engine import bulk_scan

@@ -13,7 +13,7 @@ import pytest
 from replay import Replay
 from test_watcher import CountingIO
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.engine.change_schema import METADATA_COLUMNS
 from meltwater.stream.errors import OptionError
 from meltwater.stream.spark.batch_reader import wants_change_schema

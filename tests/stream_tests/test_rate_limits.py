@@ -29,9 +29,9 @@ from meltwater.planner.errors import OffsetError
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import load_table
 from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
 from meltwater.planner.partitioning import PartitionField, PartitionSpec
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.engine import held_changes
 from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
 from meltwater.stream.engine.held_changes import read_parts

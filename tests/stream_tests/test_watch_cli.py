@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from replay import Replay
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 
