@@ -50,7 +50,7 @@ A caller that knows the stream offset the batch ends at (`end`: the service's mi
 it from the query's checkpoint) gets the truest position: the newest snapshot the mirror
 then holds whole (`StreamOffset.held_snapshot`), which moves on over commits without
 changes too, and is the parent of a commit a Spark micro-batch ends inside (read limits
-split a commit bigger than the limit; `meltwater.stream.watch.change_stream` explains the
+split a commit bigger than the limit; `meltwater.stream.watch.stream_offsets` explains the
 splitting): without `end`, such a batch records that commit, though the rest of it comes in
 the next batch. """
 
