@@ -3,7 +3,7 @@
 What each command accepts is what the README's Usage section shows; what `snapshots` and
 `plan` print is checked against Iceberg Java's record of the corpus tables. Reading rows
 (`scan`, `changes`) is tested against Iceberg Java in test_scan_interop.py and
-test_changes_interop.py; `watch` in stream_tests/test_watch_cli.py.
+test_changes_interop.py; `watch` in watch_tests/test_watch_cli.py.
 """
 
 from __future__ import annotations
