@@ -55,8 +55,11 @@ test: sysdeps $(BIN)/meltwater lint
 
 # The tests that need none of the Iceberg Java corpus, Spark, PostgreSQL, a service process
 # or a fresh build of the wheel (tests/conftest.py marks each test by the fixtures it uses):
-# no JDK, no system packages.
+# no JDK, no system packages. They share nothing but read-only files, so pytest-xdist runs
+# them in FAST_WORKERS processes (one per core of a 2-core machine), each taking the next
+# test when it is done (worksteal: a few tests take seconds, most milliseconds).
 FAST := not corpus and not spark and not postgres and not service and not objectstore and not build
+FAST_WORKERS ?= 2
 
 test-fast: $(BIN)/meltwater
-	$(BIN)/pytest -q -m "$(FAST)"
+	$(BIN)/pytest -q -n $(FAST_WORKERS) --dist worksteal -m "$(FAST)"

@@ -11,7 +11,7 @@ from timing import Measurement, Peer, RunFn, measure
 
 
 def _meltwater_table(location: str):
-    from meltwater.planner.metadata import load_table
+    from meltwater.planner.table_loading import load_table
 
     return load_table(location)
 

@@ -20,7 +20,7 @@ from meltwater.cli.table_commands import (
 )
 from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
 from meltwater.planner.expressions import TRUE
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 if TYPE_CHECKING:
     from meltwater.stream.engine.change_schema import RowOptions

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from meltwater.planner.errors import MeltwaterError, NoSuchSnapshotError
 from meltwater.planner.expressions import TRUE
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.table_source import TableSource, parse_table_source
 
 

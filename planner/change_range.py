@@ -26,8 +26,15 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, NoSuchSnapshotError
-from meltwater.planner.metadata import Snapshot, Table, TableMetadata
+from meltwater.planner.errors import (
+    ExpiredSnapshotsError,
+    InvalidRangeError,
+    MeltwaterError,
+    NoSuchSnapshotError,
+)
+from meltwater.planner.lineage import walk_back
+from meltwater.planner.metadata import Snapshot, TableMetadata
+from meltwater.planner.table_loading import Table
 
 
 class BoundKind(enum.Enum):
@@ -185,23 +192,17 @@ def resolve_range(table: Table, request: RangeRequest = RangeRequest()) -> Chang
         return ChangeRange(None, None, ())
     if request.start is not None:
         _check_start_before_end(request.start, request.end, end)
-    lineage = metadata.ancestors(end.snapshot_id)
-    start = _resolve_start(metadata, request.start, lineage)
-    commits: list[Snapshot] = []
-    expired: tuple[int, ...] = ()
-    for snapshot in lineage:
-        if snapshot.snapshot_id == start:
-            break
-        commits.append(snapshot)
-    else:
-        expired = _check_unreached_start(metadata, request, start, lineage[-1], end)
+    start = _resolve_start(metadata, request.start, metadata.ancestors(end.snapshot_id))
+    walk = walk_back(metadata, start, end, _RangeRefusals(metadata, request, start, end),
+                     skip_expired=request.skip_expired)
+    commits = walk.commits
     bound = request.start
     if bound is not None and bound.inclusive and bound.kind.names_a_snapshot:
         first = _named_snapshot(metadata, bound).snapshot_id
         if first not in {c.snapshot_id for c in commits}:
             raise _not_an_ancestor(metadata, bound, end)
-    commits.reverse()
-    return ChangeRange(start, end.snapshot_id, tuple(commits), expired)
+    expired = () if walk.expired_skipped is None else (walk.expired_skipped,)
+    return ChangeRange(start, end.snapshot_id, commits, expired)
 
 
 def resolve_start(table: Table, start: RangeBound, *, skip_expired: bool = False) -> int | None:
@@ -325,41 +326,43 @@ def _check_start_before_end(start: RangeBound, end: RangeBound | None,
                                 "be after its end")
 
 
-def _check_unreached_start(metadata: TableMetadata, request: RangeRequest, start: int | None,
-                           oldest: Snapshot, end: Snapshot) -> tuple[int, ...]:
-    """The walk from the end ran out of retained history before meeting the start: fine
-    when it stopped right after the start (an expired start, or the table's first
-    snapshot); else the start is no ancestor, or history inside the range has expired
-    (skipped on request: the expired parent is returned)."""
-    bound = request.start
-    parent = oldest.parent_id
-    if parent == start:
-        return ()
-    named = f"{bound}: " if bound is not None else ""
-    if start is not None and start in metadata.snapshots:
-        assert bound is not None
-        raise _not_an_ancestor(metadata, bound, end)
-    if start is not None and parent is None:  # the whole lineage is retained
+@dataclass(frozen=True)
+class _RangeRefusals:
+    """The lineage walk's refusals (`meltwater.planner.lineage`), naming the range's start
+    as the caller gave it and how its user asks to skip expired history."""
+
+    metadata: TableMetadata
+    request: RangeRequest
+    start: int | None  # the snapshot the start bound resolved to
+    end: Snapshot
+
+    def not_an_ancestor(self) -> MeltwaterError:
+        assert self.request.start is not None  # a start id comes from a bound
+        return _not_an_ancestor(self.metadata, self.request.start, self.end)
+
+    def not_on_lineage(self) -> MeltwaterError:
+        bound = self.request.start
         assert bound is not None
         if bound.inclusive:  # its snapshot exists, with a parent off the lineage
-            raise _not_an_ancestor(metadata, bound, end)
-        raise NoSuchSnapshotError(f"{bound} is not a snapshot of table {metadata.location} "
-                                  "(expired or never committed)")
-    assert parent is not None
-    if request.skip_expired:
-        return (parent,)
-    skip = (f", or give {request.skip_option} to skip the expired snapshots with a warning"
-            if request.skip_option else "")
-    if start is not None:
-        raise ExpiredSnapshotsError(
-            f"{named}the snapshots between {start} and {end.snapshot_id} have expired (the "
-            f"oldest retained ancestor {oldest.snapshot_id} has parent {parent}, which is "
-            f"gone); start from {oldest.snapshot_id}{skip}")
-    raise ExpiredSnapshotsError(
-        f"{named}the history before snapshot {oldest.snapshot_id} has expired (its parent "
-        f"{parent} is gone); start from {oldest.snapshot_id}"
-        f"{skip or ' or opt in to skipping expired snapshots'}")
+            return _not_an_ancestor(self.metadata, bound, self.end)
+        return NoSuchSnapshotError(f"{bound} is not a snapshot of table "
+                                   f"{self.metadata.location} (expired or never committed)")
 
+    def expired(self, oldest: Snapshot) -> MeltwaterError:
+        request, start = self.request, self.start
+        parent = oldest.parent_id
+        named = f"{request.start}: " if request.start is not None else ""
+        skip = (f", or give {request.skip_option} to skip the expired snapshots with a "
+                "warning" if request.skip_option else "")
+        if start is not None:
+            return ExpiredSnapshotsError(
+                f"{named}the snapshots between {start} and {self.end.snapshot_id} have expired "
+                f"(the oldest retained ancestor {oldest.snapshot_id} has parent {parent}, "
+                f"which is gone); start from {oldest.snapshot_id}{skip}")
+        return ExpiredSnapshotsError(
+            f"{named}the history before snapshot {oldest.snapshot_id} has expired (its parent "
+            f"{parent} is gone); start from {oldest.snapshot_id}"
+            f"{skip or ' or opt in to skipping expired snapshots'}")
 
 __all__ = ["BoundKind", "ChangeRange", "RangeBound", "RangeRequest", "given_bounds",
            "resolve_range", "resolve_start"]

@@ -34,8 +34,9 @@ from meltwater.planner.files import DataFile, EntryStatus, FileContent, Manifest
 from meltwater.planner.filter_evaluators import FilterEvaluators
 from meltwater.planner.manifest_group import CHANGED, ManifestGroup, PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
-from meltwater.planner.metadata import Snapshot, Table, TableMetadata
+from meltwater.planner.metadata import Snapshot, TableMetadata
 from meltwater.planner.partition_set import PartitionSet
+from meltwater.planner.table_loading import Table
 from meltwater.planner.tasks import DeleteFileRef
 
 NO_CHANGE_OPERATIONS = frozenset({"replace"})

@@ -6,7 +6,8 @@ The Spark-free, I/O-free half of a streaming source. A stream's position is a
 spent by each change task's `task_cost`; what it reads is a list of `CommitPart`s, slices of
 commits cut only between units (`meltwater.planner.commit_units`), which `pack_parts`
 groups into Spark partitions of about equal bytes. `meltwater.stream.watch.change_stream`
-walks a table's history with these; its module doc explains offsets and splitting in full.
+walks a table's history with these; `meltwater.stream.watch.stream_offsets` explains
+offsets and splitting in full.
 """
 
 from __future__ import annotations

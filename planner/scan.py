@@ -13,8 +13,9 @@ from functools import cached_property
 from meltwater.planner.expressions import TRUE, Expression, bind, referenced_field_ids
 from meltwater.planner.manifest_group import ManifestGroup, PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
-from meltwater.planner.metadata import Snapshot, Table, resolve_snapshot
+from meltwater.planner.metadata import Snapshot
 from meltwater.planner.splitting import SplitOptions, plan_task_groups
+from meltwater.planner.table_loading import Table, resolve_snapshot
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
 

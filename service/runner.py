@@ -35,7 +35,7 @@ from typing import Any
 
 from meltwater.planner.change_range import resolve_start
 from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.table_loading import Table, load_table
 from meltwater.service.checkpoints import (
     LOCK_NAME,
     CheckpointLock,

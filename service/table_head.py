@@ -18,7 +18,8 @@ import time
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.fileio import FileIO
-from meltwater.planner.metadata import Snapshot, TableMetadata, load_table
+from meltwater.planner.metadata import Snapshot, TableMetadata
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.stream.watch.watcher import SnapshotWatcher
 

@@ -50,7 +50,7 @@ A caller that knows the stream offset the batch ends at (`end`: the service's mi
 it from the query's checkpoint) gets the truest position: the newest snapshot the mirror
 then holds whole (`StreamOffset.held_snapshot`), which moves on over commits without
 changes too, and is the parent of a commit a Spark micro-batch ends inside (read limits
-split a commit bigger than the limit; `meltwater.stream.watch.change_stream` explains the
+split a commit bigger than the limit; `meltwater.stream.watch.stream_offsets` explains the
 splitting): without `end`, such a batch records that commit, though the rest of it comes in
 the next batch. """
 
@@ -63,8 +63,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.metadata import Snapshot, TableMetadata, load_table
+from meltwater.planner.metadata import Snapshot, TableMetadata
 from meltwater.planner.micro_batch import StreamOffset
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink

@@ -8,7 +8,7 @@ Spark's batch ids restart from 0 with a new checkpoint, so a pipeline pointed at
 checkpoint must not find its new batches "already applied" under the old one's ids.
 
 **Schema changes.** A stream's columns are fixed when its query starts
-(`meltwater.stream.watch.change_stream`, "Schema changes"), and by default a column added
+(`meltwater.stream.watch.stream_schema`, "Schema changes"), and by default a column added
 later is projected away: a mirror would silently lose it. So a mirror kind asks for streams run with
 `schema-change=fail` (its `source_options`; a configuration asking otherwise is refused):
 the stream emits every commit before the change, then stops, and the service restarts the
@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS

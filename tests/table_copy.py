@@ -16,7 +16,7 @@ from typing import Any
 
 from meltwater.planner.files import EntryStatus
 from meltwater.planner.manifests import ManifestCache, ManifestReader
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 
 def _relocated(value: Any, old: str, new: str) -> Any:

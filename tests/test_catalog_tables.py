@@ -195,11 +195,11 @@ def test_a_stream_on_local_cluster_reads_with_the_drivers_catalog_options_only(
     of the micro-batches, applied in order to an empty table, is the final step's rows."""
     history, _ = lake
     options = [f"--option=catalog.{k}={v}" for k, v in seaweed.catalog_properties().items()]
-    command = [sys.executable, str(ROOT / "tests" / "stream_query.py"),
+    command = [sys.executable, str(ROOT / "tests" / "spark_tests" / "stream_query.py"),
                "--master", "local-cluster[2,1,1024]", "--table", f"lake.{NAMESPACE}.orders",
                "--checkpoint", str(tmp_path / "chk"), "--sink", str(tmp_path / "sink"),
                "--pid-column", *options]
-    done = subprocess.run(command, env=clean_env(PYTHONPATH=str(ROOT / "tests")),
+    done = subprocess.run(command, env=clean_env(PYTHONPATH=str(ROOT / "tests" / "spark_tests")),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])

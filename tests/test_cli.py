@@ -3,7 +3,7 @@
 What each command accepts is what the README's Usage section shows; what `snapshots` and
 `plan` print is checked against Iceberg Java's record of the corpus tables. Reading rows
 (`scan`, `changes`) is tested against Iceberg Java in test_scan_interop.py and
-test_changes_interop.py; `watch` in stream_tests/test_watch_cli.py.
+test_changes_interop.py; `watch` in watch_tests/test_watch_cli.py.
 """
 
 from __future__ import annotations
@@ -52,17 +52,6 @@ def refused(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_help_lists_every_command():
-    result = meltwater("--help")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("usage: meltwater ")
-    listed = result.stdout.split("positional arguments:", 1)[1].split("options:", 1)[0]
-    names = {line.split()[0] for line in listed.splitlines()
-             if line.startswith("    ") and not line.startswith("     ")}
-    assert names == set(DOCUMENTED)
-    assert "--version" in result.stdout
-
-
 def test_version_prints_meltwater_s_version():
     result = meltwater("--version")
     assert (result.returncode, result.stderr) == (0, "")
@@ -88,12 +77,25 @@ def _undocumented(help_text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("command", [None, *DOCUMENTED])
-def test_every_argument_of_every_command_says_what_it_does(command):
-    """TABLE included: each command's --help has a line for each of its arguments."""
+def test_every_help_names_and_explains_every_argument(command):
+    """`meltwater --help` lists every command and --version; each command's --help lists
+    the options the README's examples give it; in both, each argument (TABLE included) has
+    a line saying what it does. One child process per help text."""
     result = meltwater(*([command] if command else []), "--help", env={"COLUMNS": "100"})
-    assert result.returncode == 0, result.stderr
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
     assert _undocumented(result.stdout) == [], result.stdout
-    if command not in (None, "version", "serve"):
+    if command is None:
+        assert result.stdout.startswith("usage: meltwater ")
+        listed = result.stdout.split("positional arguments:", 1)[1].split("options:", 1)[0]
+        names = {line.split()[0] for line in listed.splitlines()
+                 if line.startswith("    ") and not line.startswith("     ")}
+        assert names == set(DOCUMENTED)
+        assert "--version" in result.stdout
+        return
+    assert result.stdout.startswith(f"usage: meltwater {command} ")
+    for option in DOCUMENTED[command]:
+        assert option in result.stdout, f"meltwater {command} --help does not list {option}"
+    if command not in ("version", "serve"):
         assert "TABLE                 the table: catalog.namespace.table" in result.stdout
 
 
@@ -117,22 +119,25 @@ def test_time_options_say_they_take_iso_8601_as_well_as_ms(corpus):
     assert by_iso.stdout == by_ms.stdout and by_ms.stdout
 
 
-@pytest.mark.parametrize("command", DOCUMENTED)
-def test_each_command_has_help_naming_its_options(command):
-    result = meltwater(command, "--help")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"usage: meltwater {command} ")
-    for option in DOCUMENTED[command]:
-        assert option in result.stdout, f"meltwater {command} --help does not list {option}"
-    assert result.stderr == ""
+def usage_error(capsys, *args: str) -> subprocess.CompletedProcess:
+    """`meltwater.cli.main.main(args)` run in this process, as a completed process: argparse
+    refuses a command line before any command runs, so nothing but the parser is touched.
+    `test_usage_errors_are_the_installed_scripts` holds the console script to the same."""
+    from meltwater.cli.main import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["meltwater", *args], stopped.value.code, out, err)
 
 
 @pytest.mark.parametrize("command", DOCUMENTED)
-def test_an_unknown_option_is_a_usage_error(command, tmp_path):
+def test_an_unknown_option_is_a_usage_error(command, tmp_path, capsys):
     """Exit 2 with the error on one line that names the option; nothing runs (the table
     does not exist, and that is not what is reported)."""
     args = REQUIRED.get(command, [str(tmp_path / "no-table")])
-    result = meltwater(command, *args, "--no-such-option")
+    result = usage_error(capsys, command, *args, "--no-such-option")
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     errors = [line for line in result.stderr.splitlines() if "error" in line]
@@ -161,10 +166,22 @@ BAD_COMMAND_LINES = {
 
 
 @pytest.mark.parametrize("case", list(BAD_COMMAND_LINES))
-def test_a_bad_command_line_is_one_line_and_status_2(case):
+def test_a_bad_command_line_is_one_line_and_status_2(case, capsys):
     """argparse's refusal without the usage lines above it: one line naming the command."""
     args, start = BAD_COMMAND_LINES[case]
-    assert refused(meltwater(*args)).startswith(start)
+    assert refused(usage_error(capsys, *args)).startswith(start)
+
+
+@pytest.mark.parametrize("args", [["scan", "t", "--no-such-option"], ["scan", "t", "--filter"],
+                                  []], ids=["unknown option", "missing value", "no command"])
+def test_usage_errors_are_the_installed_scripts(args, capsys):
+    """The console script, a child process, refuses a command line exactly as `main` does
+    in process (status, stdout, stderr), which the two tests above check case by case."""
+    child = meltwater(*args)
+    assert child.returncode == 2, child.stderr
+    in_process = usage_error(capsys, *args)
+    assert (child.returncode, child.stdout, child.stderr) == (
+        in_process.returncode, in_process.stdout, in_process.stderr)
 
 
 def _iso(timestamp_ms: int) -> str:

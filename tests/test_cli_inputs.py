@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 MELTWATER = Path(sys.executable).parent / "meltwater"
 

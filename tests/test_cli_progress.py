@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from table_copy import added_by_current_snapshot, relocated_copy
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 NOW = {"MELTWATER_PROGRESS_DELAY": "0", "TERM": "xterm"}

@@ -22,7 +22,7 @@ import pytest
 import meltwater.stream
 from meltwater.planner.change_range import resolve_range
 from meltwater.planner.errors import CorruptMetadataError, InvalidRangeError
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.spark.options import change_read
 
 MELTWATER = Path(sys.executable).parent / "meltwater"

@@ -216,6 +216,18 @@ def test_no_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
+MAX_MODULE_LINES = 550  # a module past this holds more than one concern: split it
+
+
+def test_no_product_module_is_over_the_size_limit():
+    """Small modules, one concern each (README, "Layout"): a module growing past the limit
+    is split by concern, not trimmed."""
+    sizes = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
+    over = sorted(f"{name} ({lines} lines)" for name, lines in sizes.items()
+                  if lines > MAX_MODULE_LINES)
+    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
+
+
 # -- nothing outside tests/ uses tests/ ------------------------------------------------------
 # `make demo` once imported the tests' service harness and broke when a test refactor moved
 # a function. What the demo and the benchmarks share with the tests lives in testbed/.

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from table_copy import added_by_current_snapshot, relocated_copy
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 OLD_BYTES = b"an earlier output, to be left as it was\n"

@@ -22,7 +22,7 @@ from meltwater.planner.errors import NoSuchFileError
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.manifest_group import PlanStats
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 
 class UnavailableIO(PyArrowFileIO):

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus.compare import assert_replays, assert_same_rows, live_ranges
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 IN_REST = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",

@@ -37,7 +37,7 @@ import meltwater.stream
 from corpus.compare import assert_same_rows
 from corpus.loader import Corpus, Scenario
 from corpus.s3_store import stored_objects
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",

@@ -19,7 +19,7 @@ import pytest
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 import meltwater.planner
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT_FOLDERS = ("planner", "stream", "sinks", "service", "cli")
 
 
 def test_console_script_help_lists_subcommands():
@@ -25,12 +34,28 @@ def test_cli_without_subcommand_is_a_usage_error():
     assert "COMMAND" in result.stderr
 
 
-def test_subpackages_share_the_meltwater_namespace():
-    import meltwater.sinks
-    import meltwater.stream
+def _product_packages() -> list[str]:
+    """Every folder of the product holding an `__init__.py`, as a relative path
+    (`stream/watch`): each is meant to be the subpackage `meltwater.stream.watch`."""
+    return sorted(str(init.parent.relative_to(ROOT)) for folder in PRODUCT_FOLDERS
+                  for init in (ROOT / folder).rglob("__init__.py"))
 
-    for package in (meltwater.planner, meltwater.stream, meltwater.sinks):
-        assert package.__name__.startswith("meltwater.")
+
+def test_every_product_folder_is_a_subpackage_of_the_meltwater_namespace():
+    """pyproject.toml maps each folder to `meltwater.<folder>` (`meltwater` itself is a
+    namespace package, so nothing generic lands in site-packages): the wheel ships every
+    package folder, and the installed `meltwater.*` are this checkout's folders."""
+    import meltwater
+
+    assert getattr(meltwater, "__file__", None) is None, "meltwater is a namespace package"
+    folders = _product_packages()
+    assert len(folders) >= 8  # planner, stream and its three, sinks, service, cli
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = {name: setuptools["package-dir"].get(name) for name in setuptools["packages"]}
+    assert mapped == {"meltwater." + f.replace("/", "."): f for f in folders}
+    for folder in folders:
+        package = importlib.import_module("meltwater." + folder.replace("/", "."))
+        assert Path(package.__file__).resolve() == ROOT / folder / "__init__.py"
 
 
 def test_planner_imports_neither_spark_nor_data_readers():

@@ -29,7 +29,7 @@ from meltwater.planner.expressions import TRUE, Expression, bind
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.manifest_group import PlanStats
-from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.table_loading import Table, load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema

@@ -17,18 +17,9 @@ plus the change metadata columns (`change_schema`). The pipeline per commit:
    the whole commit's changes at once, so only then is the commit held in memory;
 4. the **metadata columns**, in Iceberg's or Delta's change type names.
 
-The **payload fast path** never opens the data file: when every delete file a commit added
-for a file is a position delete file carrying the deleted `row`, and the deletes that
-already applied can be checked on those rows (positions and DVs, or equality deletes whose
-key columns the payload holds), the DELETEs are the payload rows, deduplicated by position
-and minus the positions and keys already deleted before.
-
-Equality deletes are resolved against the live rows by default, because upsert writers
-emit a delete for every key they write, existing or not, and a delete matching nothing is
-no change. `ChangeOptions(equality_deletes="trust-payload")` instead emits the rows of
-equality delete files that hold every projected column as DELETEs without reading data:
-right, and much cheaper, only for CDC writers that delete exactly the rows that exist
-(each such file's rows are emitted once per commit, as written).
+Some DELETEs come from delete files instead of data files: position deletes' `row`
+payloads (the payload fast path) and, with `equality_deletes="trust-payload"`, equality
+delete files as written (`meltwater.stream.engine.delete_payloads`).
 
 Worked example, Iceberg's `DeletedRowsScanTask` javadoc case: S1 adds F1 with rows r1..r3,
 S2 adds position delete D1 of r1, S3 adds D2 of r2. S3's one task,
@@ -63,15 +54,12 @@ from meltwater.planner.reserved_field_ids import (
     CHANGE_ORDINAL_ID,
     CHANGE_TYPE_ID,
     COMMIT_SNAPSHOT_ID_ID,
-    DELETE_FILE_PATH_ID,
-    DELETE_POS_ID,
-    DELETE_ROW_ID,
 )
 from meltwater.planner.tasks import DeleteFileRef, FileScanTask
-from meltwater.planner.types import NestedField, Schema, StructType
+from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_constants import constant_array
-from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter, type_at_path
-from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY, field_id, to_arrow_schema
+from meltwater.stream.engine.arrow_filter import to_arrow_filter
+from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY, to_arrow_schema
 from meltwater.stream.engine.change_schema import (
     CHANGE_ORDINAL,
     CHANGE_TYPE,
@@ -85,9 +73,8 @@ from meltwater.stream.engine.change_schema import (
     ChangeTypeNames,
     EqualityDeletes,
 )
+from meltwater.stream.engine.delete_payloads import DeletePayloads, delete_keys
 from meltwater.stream.engine.deletes import DeleteLoader
-from meltwater.stream.engine.formats import open_source
-from meltwater.stream.engine.projection import FileProjection
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
 from meltwater.stream.engine.updates import (
     deletes_first,
@@ -181,10 +168,6 @@ def reconstruct_range(commits: Iterable[CommitChanges], projection: Schema, io: 
 # -- one commit ------------------------------------------------------------------------------
 
 
-def _keys(refs: Iterable[DeleteFileRef]) -> set[tuple[str, int | None]]:
-    return {r.key for r in refs}
-
-
 class _CommitRun:
     """The state of reconstructing one commit: options, caches, and the trusted files."""
 
@@ -199,11 +182,12 @@ class _CommitRun:
         self.batch_size = batch_size
         self.schema = change_schema(projection)
         self.table_schema = to_arrow_schema(projection)
-        self.paths = field_paths(projection)
         self.filter = (None if isinstance(row_filter, AlwaysTrue)
                        else to_arrow_filter(row_filter, projection))
-        self._payloads: dict[str, _Payload | None] = {}  # per commit: added files only
-        self.trusted = self._trusted_files()
+        self.payloads = DeletePayloads(projection, io, loader, batch_size)
+        # equality delete files whose rows are emitted as they are: only with trust-payload
+        self.trusted = ({} if options.equality_deletes != EqualityDeletes.TRUST_PAYLOAD
+                        else self.payloads.trusted_files(commit))
 
     # -- orchestration ---------------------------------------------------------------------
 
@@ -226,7 +210,7 @@ class _CommitRun:
         out, so the order rule holds even when streaming)."""
         undeleted: list[pa.RecordBatch] = []
         for path in sorted(self.trusted):
-            yield from self._filtered(DELETE, self._trusted_rows(path))
+            yield from self._filtered(DELETE, self.payloads.trusted_rows(self.trusted[path]))
         for task in leaving:
             for change_type, batch in self._task_changes(task):
                 if change_type == INSERT:
@@ -323,13 +307,14 @@ class _CommitRun:
     def _deleted_rows(self, task: DeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
         trusted = [d for d in task.added_deletes
                    if d.is_equality and d.file.file_path in self.trusted]
-        trusted_keys = _keys(trusted)
+        trusted_keys = delete_keys(trusted)
         after = tuple(d for d in task.deletes_after if d.key not in trusted_keys)
         added = tuple(d for d in task.added_deletes if d.key not in trusted_keys)
         before = task.deletes_before
-        if _keys(after) == _keys(before):
+        if delete_keys(after) == delete_keys(before):
             return  # nothing changed for this file but trusted equality deletes
-        payload = self._payload_rows(task.data_file.file_path, before, after, added, trusted)
+        payload = self.payloads.deleted_rows(task.data_file.file_path, before, after, added,
+                                             trusted)
         if payload is not None:
             for batch in payload:
                 yield DELETE, batch
@@ -342,7 +327,8 @@ class _CommitRun:
         """Read the data file once and compare each row's liveness before and after."""
         path = task.data_file.file_path
         interest = None
-        if _keys(d for d in before if d.is_equality) == _keys(d for d in after if d.is_equality):
+        if (delete_keys(d for d in before if d.is_equality)
+                == delete_keys(d for d in after if d.is_equality)):
             interest = self._changed_positions(path, before, after)
         sets: list[Sequence[DeleteFileRef]] = [before, after]
         if trusted:
@@ -377,202 +363,10 @@ class _CommitRun:
         changed = pa.concat_arrays([only_old, only_new])
         return pc.take(changed, pc.sort_indices(changed))
 
-    # -- the payload fast path -------------------------------------------------------------
-
-    def _payload_rows(self, data_path: str, before: tuple[DeleteFileRef, ...],
-                      after: tuple[DeleteFileRef, ...], added: tuple[DeleteFileRef, ...],
-                      trusted: list[DeleteFileRef]) -> list[pa.RecordBatch] | None:
-        """DELETE rows from the `row` payloads of the added position deletes, or None when
-        the fast path does not apply (the caller then reads the data file)."""
-        if not added or _keys(after) != _keys(before) | _keys(added) or (
-                _keys(before) & _keys(added)):
-            return None
-        if not all(d.is_position and not d.file.is_deletion_vector for d in added):
-            return None
-        equality = [d.file for d in before if d.is_equality] + [d.file for d in trusted]
-        key_ids = sorted({fid for f in equality for fid in f.equality_ids or ()})
-        parts = []
-        for ref in added:
-            payload = self._payload(ref.file)
-            if payload is None or not payload.has_keys(key_ids):
-                return None
-            rows = payload.rows(data_path)
-            if rows is not None:
-                parts.append(rows)
-        if not parts:
-            return []
-        table = pa.concat_tables(parts, promote_options="permissive").combine_chunks()
-        # One DELETE per position, however many delete files name it.
-        table = table.take(pc.sort_indices(table.column(_POS)))
-        pos = table.column(_POS).combine_chunks()
-        if len(pos) > 1:
-            first = pa.concat_arrays([pa.array([True]),
-                                      pc.not_equal(pos.slice(1), pos.slice(0, len(pos) - 1))])
-            table, pos = table.filter(first), pos.filter(first)
-        # Positions already deleted before the commit are not deleted again.
-        mask = self.loader.deletion_mask([d.file for d in before if d.is_position], data_path)
-        if mask is not None and table.num_rows:
-            table = table.filter(pc.invert(pc.is_in(pos, value_set=mask.positions)))
-        if equality and table.num_rows:
-            key_paths = {fid: self.paths.get(fid) or (_key_column(fid),) for fid in key_ids}
-            key_types = {fid: type_at_path(table.schema, key_paths[fid]) for fid in key_ids}
-            sets = self.loader.equality_deletes(equality, key_types, key_paths)
-            if sets is not None:
-                batch = table.combine_chunks().to_batches()[0]
-                hit = sets.matches(batch)
-                if hit is not None:
-                    table = table.filter(pc.invert(hit))
-        return table.select(self.table_schema.names).cast(self.table_schema).to_batches(
-            max_chunksize=self.batch_size)
-
-    def _payload(self, file: DataFile) -> _Payload | None:
-        if file.file_path not in self._payloads:
-            self._payloads[file.file_path] = (
-                None if _carries_no_rows(file) else _Payload.load(file, self))
-        return self._payloads[file.file_path]
-
-    # -- trusted equality deletes ------------------------------------------------------------
-
-    def _trusted_files(self) -> dict[str, DataFile]:
-        """Equality delete files added by this commit whose rows can be emitted as they
-        are: only with `trust-payload`, and only when they hold every projected column."""
-        if self.options.equality_deletes != EqualityDeletes.TRUST_PAYLOAD:
-            return {}
-        target = pa.struct(list(self.table_schema))
-        found: dict[str, DataFile] = {}
-        seen: set[str] = set()
-        for task in self.commit.tasks:
-            if not isinstance(task, DeletedRowsTask):
-                continue
-            for ref in task.added_deletes:
-                path = ref.file.file_path
-                if not ref.is_equality or path in seen:
-                    continue
-                seen.add(path)
-                source = open_source(path, ref.file.file_format, self.io)
-                if _covers(pa.struct(list(source.schema)), target):
-                    found[path] = ref.file
-        return found
-
-    def _trusted_rows(self, path: str) -> Iterator[pa.RecordBatch]:
-        file = self.trusted[path]
-        source = open_source(path, file.file_format, self.io)
-        plan = FileProjection(source, self.projection)
-        for _, batch in source.batches(plan.selection, self.batch_size):
-            if batch.num_rows:
-                yield plan.project(batch)
 
 
 def _full(mask: pa.BooleanArray | None, n: int) -> pa.BooleanArray:
     return mask if mask is not None else pa.repeat(pa.scalar(True), n)
-
-
-_POS = "__meltwater_pos"
-
-
-def _key_column(fid: int) -> str:
-    return f"__meltwater_key_{fid}"
-
-
-def _carries_no_rows(file: DataFile) -> bool:
-    """Whether a position delete file's metrics show it has no `row` column.
-
-    Writers record metrics for the columns they write, Iceberg Java also for the `row`
-    struct's fields, so metrics on `file_path` and `pos` alone mean there is no payload
-    and the file need not be opened to look: the `DeleteLoader` opens it for its positions
-    anyway. Without metrics the file is opened. A wrong "no" would only cost the fast path
-    (the data file is read instead), never a wrong row.
-    """
-    seen = file.column_sizes.keys() | file.value_counts.keys() | file.null_value_counts.keys()
-    return bool(seen) and seen <= {DELETE_FILE_PATH_ID, DELETE_POS_ID}
-
-
-class _Payload:
-    """The rows a position delete file carries, projected, grouped by data file."""
-
-    def __init__(self, table: pa.Table, ranges: dict[str, tuple[int, int]],
-                 keys: set[int]) -> None:
-        self.table = table
-        self.ranges = ranges
-        self.keys = keys  # field ids an equality key can be read from
-
-    def has_keys(self, key_ids: Sequence[int]) -> bool:
-        return all(fid in self.keys for fid in key_ids)
-
-    def rows(self, data_path: str) -> pa.Table | None:
-        found = self.ranges.get(data_path)
-        return None if found is None else self.table.slice(*found)
-
-    @staticmethod
-    def load(file: DataFile, run: _CommitRun) -> _Payload | None:
-        """Read a position delete file's payload, or None when it has no `row` column or
-        the column lacks a projected field (the data file must be read then)."""
-        source = open_source(file.file_path, file.file_format, run.io)
-        row = next((f for f in source.schema if field_id(f) == DELETE_ROW_ID), None)
-        if row is None or not pa.types.is_struct(row.type):
-            return None
-        target = pa.struct(list(run.table_schema))
-        if not _covers(row.type, target):
-            return None
-        # Equality keys a commit may need to check, beyond the projected columns: every
-        # other field of the payload's top level (cheap: it is one file's payload).
-        projected = set(run.paths)
-        extra_ids = [fid for f in row.type
-                     if (fid := field_id(f)) is not None and fid not in projected]
-        wrapper = Schema((NestedField(DELETE_ROW_ID, "row", StructType(run.projection.fields)),))
-        plan = FileProjection(source, wrapper,
-                              dict.fromkeys([DELETE_FILE_PATH_ID, DELETE_POS_ID, *extra_ids]))
-        batches = [plan.project(b)
-                   for _, b in source.batches(plan.selection, 1 << 20) if b.num_rows]
-        keys = projected | set(extra_ids)
-        if not batches:
-            return _Payload(pa.table({}), {}, keys)
-        raw = pa.Table.from_batches(batches).combine_chunks()
-        rows = raw.column("row").chunk(0)
-        columns = {f.name: rows.field(i) for i, f in enumerate(run.table_schema)}
-        columns[_POS] = raw.column(f"__meltwater_{DELETE_POS_ID}").cast(pa.int64())
-        for fid in extra_ids:
-            columns[_key_column(fid)] = raw.column(f"__meltwater_{fid}")
-        paths = raw.column(f"__meltwater_{DELETE_FILE_PATH_ID}").chunk(0)
-        fields = [*run.table_schema, pa.field(_POS, pa.int64()),
-                  *(pa.field(_key_column(fid), columns[_key_column(fid)].type)
-                    for fid in extra_ids)]
-        table = pa.Table.from_arrays([columns[f.name] for f in fields], schema=pa.schema(fields))
-        # Group by data file: sort by path, then find each path's run.
-        order = pc.sort_indices(paths)
-        table, paths = table.take(order), pc.take(paths, order)
-        n = len(paths)
-        ranges: dict[str, tuple[int, int]] = {}
-        starts = [0]
-        if n > 1:
-            change = pc.not_equal(paths.slice(1), paths.slice(0, n - 1))
-            starts += [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
-        for i, start in enumerate(starts):
-            end = starts[i + 1] if i + 1 < len(starts) else n
-            ranges[paths[start].as_py()] = (start, end - start)
-        return _Payload(table, ranges, keys)
-
-
-def _covers(file_type: pa.DataType, target_type: pa.DataType) -> bool:
-    """Whether a payload type holds every field of a target type, matched by field id."""
-    if pa.types.is_struct(target_type):
-        if not pa.types.is_struct(file_type):
-            return False
-        by_id = {field_id(file_type.field(i)): file_type.field(i)
-                 for i in range(file_type.num_fields)}
-        for i in range(target_type.num_fields):
-            child = target_type.field(i)
-            found = by_id.get(field_id(child))
-            if found is None or not _covers(found.type, child.type):
-                return False
-        return True
-    if pa.types.is_list(target_type):
-        return (pa.types.is_list(file_type) or pa.types.is_large_list(file_type)) and _covers(
-            file_type.value_type, target_type.value_type)
-    if pa.types.is_map(target_type):
-        return pa.types.is_map(file_type) and _covers(
-            file_type.item_type, target_type.item_type)
-    return True
 
 
 def metadata_fields() -> list[pa.Field]:

@@ -19,8 +19,8 @@ import pyarrow as pa
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.manifest_group import PlanStats
-from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.scan import TableScan
+from meltwater.planner.table_loading import Table, load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema

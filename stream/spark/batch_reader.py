@@ -41,9 +41,9 @@ from pyspark.sql.types import StructType
 from meltwater.planner.change_range import RangeRequest
 from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import Table, load_table
 from meltwater.planner.micro_batch import CommitPart
 from meltwater.planner.scan import TableScan
+from meltwater.planner.table_loading import Table, load_table
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema as engine_schema
 from meltwater.stream.engine.change_feed import ChangeFeed, change_feed

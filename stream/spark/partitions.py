@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from meltwater.planner.fileio import FileIO
-    from meltwater.planner.metadata import Table
+    from meltwater.planner.table_loading import Table
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' 
 `trigger(availableNow=True)` reads everything committed before the query started, in as
 many micro-batches as the limits make, and ends. Limits never change the rows the stream
 emits: a commit is split only between its units, and rows that pair across them wait for
-its last part (`meltwater.stream.watch.change_stream`, "Splitting a commit"); each partition is
+its last part (`meltwater.stream.watch.stream_offsets`, "Splitting a commit"); each partition is
 read by `meltwater.stream.engine.held_changes.read_parts`.
 
 Event-driven triggers: the driver-side process also watches the table

@@ -5,5 +5,10 @@
   object stores);
 - `change_stream`: `ChangeStream`, a change feed that advances micro-batch by micro-batch
   (the Spark-free half of a streaming source; `meltwater.planner.micro_batch` decides what
-  each micro-batch reads).
+  each micro-batch reads), coordinating one module per concern: `watched_table` (the table
+  at its newest metadata, and its watcher), `stream_lineage` (the snapshots from an offset
+  to a target), `plan_cache` (commits planned once per micro-batch in flight),
+  `admission` (how far a budget lets a micro-batch go), `stream_offsets` (what an offset
+  means, and the commit parts between two) and `stream_schema` (the schema fixed at the
+  start, and schema changes).
 """

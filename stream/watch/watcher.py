@@ -60,12 +60,8 @@ from meltwater.planner.errors import (
     UnsupportedFeatureError,
 )
 from meltwater.planner.fileio import FileIO, PyArrowFileIO
-from meltwater.planner.metadata import (
-    TableMetadata,
-    locate_table,
-    metadata_file_version,
-    read_metadata,
-)
+from meltwater.planner.metadata import TableMetadata
+from meltwater.planner.table_loading import locate_table, metadata_file_version, read_metadata
 from meltwater.planner.table_source import TableSource, parse_table_source
 from meltwater.stream.errors import WatcherError
 from meltwater.stream.watch.fs_events import DirectoryWatch, watch_directory

@@ -24,7 +24,7 @@ from meltwater.planner.errors import (
     InvalidRangeError,
     NoSuchSnapshotError,
 )
-from meltwater.planner.metadata import Table, load_table
+from meltwater.planner.table_loading import Table, load_table
 
 SNAPSHOT, SEQUENCE, TIMESTAMP, REF = (BoundKind.SNAPSHOT, BoundKind.SEQUENCE,
                                       BoundKind.TIMESTAMP, BoundKind.REF)

@@ -38,7 +38,7 @@ from meltwater.planner.change_tasks import (
     DeletedRowsTask,
 )
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 FILE_PATH_ID = 2147483546  # the `file_path` column of position delete files (spec)
 

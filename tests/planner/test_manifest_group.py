@@ -6,8 +6,8 @@ import threading
 
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.manifests import ManifestCache
-from meltwater.planner.metadata import load_table
 from meltwater.planner.scan import TableScan
+from meltwater.planner.table_loading import load_table
 
 
 class RemoteLookingIO(PyArrowFileIO):

@@ -10,7 +10,7 @@ import pytest
 from meltwater.planner.errors import CorruptMetadataError
 from meltwater.planner.files import EntryStatus, FileContent, ManifestContent
 from meltwater.planner.manifests import ManifestCache, ManifestReader, live_entries
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 
 def _live(reader, snapshot):

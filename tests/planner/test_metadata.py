@@ -14,7 +14,7 @@ from meltwater.planner.errors import (
     NoSuchTableError,
     UnsupportedFeatureError,
 )
-from meltwater.planner.metadata import load_table, resolve_snapshot
+from meltwater.planner.table_loading import load_table, resolve_snapshot
 
 
 def test_loads_every_scenario_from_its_directory_via_version_hint(corpus):

@@ -3,7 +3,7 @@ costs against a budget, commit parts and how they are packed into Spark partitio
 
 Tasks are built by hand with sizes chosen so that every expectation can be worked out in
 the test. Reading a whole stream under budgets, resuming from version 1 checkpoints
-included, is checked against the corpus in stream_tests/test_rate_limits.py.
+included, is checked against the corpus in watch_tests/test_rate_limits.py.
 """
 
 from __future__ import annotations

@@ -140,15 +140,22 @@ def test_check_refuses_what_would_fail_later(cases):
 
 def test_a_start_option_is_not_checked_once_the_checkpoint_has_run(tmp_path, corpus):
     """A pipeline resuming from its checkpoint does not read its start options again: a start
-    snapshot expired since is no reason to refuse it."""
+    snapshot expired since is no reason to refuse it. Until a query has run from the
+    checkpoint (Spark's `offsets/<N>`), the same option is checked and refused."""
     checkpoint = tmp_path / "chk"
     (checkpoint / "offsets").mkdir(parents=True)
-    (checkpoint / "offsets" / "0").write_text("v1\n{}\n")
     config = write(tmp_path / "svc.toml", table=corpus.scenarios["equality_deletes"].location,
                    checkpoint=checkpoint, options='start-snapshot-id = "12345"',
                    sink=f'type = "sqlite"\nurl = "sqlite:///{tmp_path}/m.db"')
-    result = run_serve(config, "--check")
-    assert result.returncode == 0, result.stderr
+    fresh = run_serve(config, "--check")
+    assert fresh.returncode == 2, fresh.stderr
+    assert "pipelines[0].options: start-snapshot-id 12345 is not a snapshot" in fresh.stderr
+    (checkpoint / "offsets" / "0").write_text("v1\n{}\n")
+    before = tree(tmp_path)
+    resumed = run_serve(config, "--check")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (resumed.stdout, resumed.stderr) == (f"{config}: ok (1 pipeline: orders)\n", "")
+    assert tree(tmp_path) == before  # --check changed nothing
 
 
 def test_a_status_server_beyond_loopback_is_warned_of(tmp_path, corpus):

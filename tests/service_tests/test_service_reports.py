@@ -2,7 +2,7 @@
 the log, across restarts, a second service, a damaged table and a stop.
 
 The table is the corpus's `equality_deletes`, written by Iceberg Java, replayed one metadata
-version at a time (`stream_tests.replay.Replay`) so the service sees its commits arrive;
+version at a time (`watch_tests.replay.Replay`) so the service sees its commits arrive;
 its last two commits change no rows (equality deletes of keys no row has). Every wait is
 for a condition, with a bounded timeout; snapshot ids come from the table's metadata.
 """
@@ -25,7 +25,7 @@ from service_process import Pipeline, ServiceProcess, descendants, running, writ
 from meltwater.sinks.mirror_stream import ledger_name
 from service_tests.harness import log_records
 from sink_tests.mirror_read import fetch
-from stream_tests.replay import Replay
+from watch_tests.replay import Replay
 
 WAIT_S = 120
 SINK_LINE = re.compile(r"^batch (\d+) (?:applied|skipped \(applied before\)): .* at snapshot "

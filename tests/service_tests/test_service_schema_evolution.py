@@ -3,7 +3,7 @@ PostgreSQL, and each mirror equals Iceberg Java's read after every commit, acros
 
 The table is the corpus's `column_evolution` (ADD COLUMN, RENAME data -> payload, int ->
 bigint, DROP + re-ADD `extra` as int, merge-on-read DML after each), replayed one metadata
-version at a time (`stream_tests.replay.Replay`) so the service sees the commits arrive one by
+version at a time (`watch_tests.replay.Replay`) so the service sees the commits arrive one by
 one. After each commit the test waits for both ledgers to name that snapshot, then compares
 the mirror's columns and rows with Iceberg Java's read of the snapshot in its own schema.
 Everything waited on is a condition with a bounded timeout; snapshot ids come from the
@@ -20,11 +20,11 @@ from loopback_ports import free_port
 from service_process import Pipeline, ServiceProcess, write_config
 
 from corpus.compare import row_multiset
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.sinks.mirror_stream import ledger_name
 from service_tests.harness import log_records
 from sink_tests.mirror_read import fetch, mirror_columns, read_mirror
-from stream_tests.replay import Replay
+from watch_tests.replay import Replay
 
 KILL_AFTER = 8  # the service is killed right after the 8th commit lands (mid-batch or not)
 WAIT_S = 90

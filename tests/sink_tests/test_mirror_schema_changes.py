@@ -18,7 +18,7 @@ from mirror_read import fetch, mirror_columns, read_mirror
 
 import meltwater.stream
 from corpus.compare import row_multiset
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.types import INT, LONG, STRING, NestedField, Schema
 from meltwater.sinks import Mirror
 from meltwater.sinks.database import sqlite_path

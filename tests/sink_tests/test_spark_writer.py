@@ -15,7 +15,7 @@ import pyarrow as pa
 from mirror_read import fetch, read_mirror
 
 from corpus.compare import row_multiset
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.types import LONG, STRING, NestedField, Schema
 from meltwater.sinks import ForeachBatchWriter, Mirror, foreach_batch, open_sink
 

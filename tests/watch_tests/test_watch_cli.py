@@ -11,9 +11,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from replay import Replay
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
+from watch_tests.replay import Replay
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 

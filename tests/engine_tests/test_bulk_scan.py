@@ -17,7 +17,10 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
-from helpers import (
+
+import meltwater.stream
+from corpus.compare import assert_same_rows
+from engine_tests.helpers import (
     F,
     dv_blob,
     equality_deletes,
@@ -26,14 +29,11 @@ from helpers import (
     write_parquet,
     write_puffin,
 )
-
-import meltwater.stream
-from corpus.compare import assert_same_rows
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.expressions import BoundPredicate, Op
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.tasks import FileScanTask
 from meltwater.planner.types import NestedField, PrimitiveType, Schema
 from meltwater.stream.engine import bulk_scan

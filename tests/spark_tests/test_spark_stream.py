@@ -7,7 +7,7 @@ read its partitions after a pickle round trip, as an executor would; they compar
 test_changes_interop.py. Then real streaming queries: AvailableNow with and without limits
 in the test session, a query killed with SIGKILL mid-batch and restarted from its
 checkpoint, and a query on `local-cluster[2,1,1024]`, each in a child process
-(`tests/stream_query.py`).
+(`tests/spark_tests/stream_query.py`).
 
 Tables that must change under a running stream are copies of a corpus table's metadata
 files moved from version to version (data and manifests stay where they are); a
@@ -51,8 +51,8 @@ from meltwater.planner.errors import (
     StreamError,
 )
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import load_table
 from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.errors import OptionError, SchemaChangedError
 from meltwater.stream.spark.arrow_types import spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
@@ -579,7 +579,7 @@ def test_available_now_two_files_per_batch_is_the_unlimited_feed(spark, corpus, 
     between partitions, and rows a commit rewrote unchanged still cancel and its updates
     still pair, exactly as in the whole feed (cutting anywhere emitted 118 carry-over
     rows twice here). Every history and limit is checked without Spark in
-    tests/stream_tests/test_rate_limits.py."""
+    tests/watch_tests/test_rate_limits.py."""
     location = corpus.scenarios["cow_partitioned"].location
     got, batches = _run_stream(spark, location, tmp_path / "two",
                                **{"streaming-max-files-per-micro-batch": 2,

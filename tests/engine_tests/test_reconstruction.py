@@ -12,7 +12,8 @@ import math
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import (
+
+from engine_tests.helpers import (
     F,
     GuardedIO,
     dv_blob,
@@ -22,7 +23,6 @@ from helpers import (
     write_parquet,
     write_puffin,
 )
-
 from meltwater.planner.change_tasks import (
     AddedRowsTask,
     ChangeCommit,

@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.planner.types import (
     DOUBLE,
     LONG,

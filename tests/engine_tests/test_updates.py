@@ -9,10 +9,10 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from helpers import F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine_tests.helpers import F
 from meltwater.planner.errors import MeltwaterError
 from meltwater.stream.engine.updates import (
     deletes_first,

@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
-from helpers import (
+
+from corpus.compare import assert_same_rows
+from engine_tests.helpers import (
     F,
     dv_blob,
     equality_deletes,
@@ -20,9 +22,7 @@ from helpers import (
     write_parquet,
     write_puffin,
 )
-from iceberg_tasks import plan_tasks, snapshot_schema
-
-from corpus.compare import assert_same_rows
+from engine_tests.iceberg_tasks import plan_tasks, snapshot_schema
 from meltwater.planner.expressions import BoundPredicate, Op
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent

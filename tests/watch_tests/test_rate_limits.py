@@ -25,13 +25,13 @@ import pytest
 from corpus.compare import _canonical
 from meltwater.planner.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
 from meltwater.planner.commit_units import commit_units, is_one_way
-from meltwater.planner.errors import OffsetError
+from meltwater.planner.errors import InvalidRangeError, OffsetError
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import load_table
 from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
 from meltwater.planner.partitioning import PartitionField, PartitionSpec
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.engine import held_changes
 from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
 from meltwater.stream.engine.held_changes import read_parts
@@ -335,6 +335,23 @@ def test_unknown_or_misplaced_offsets_are_refused(corpus):
         stream.latest_offset(inside, UNLIMITED)
     with pytest.raises(OffsetError, match="not between two of its commit's units"):
         stream.parts(replace(inside, position=0), inside)
+
+
+def test_an_offset_off_the_tables_lineage_is_refused(corpus):
+    """A checkpoint at a snapshot main no longer descends from (a rollback; here a branch's
+    commit) is refused, in the stream's words, rather than read as if main's history came
+    after it: the planner's lineage walk, which batch ranges share."""
+    scenario = corpus.scenarios["mor_partitioned"]
+    branch = next(s for s in scenario.snapshots if s.label == "append on branch audit")
+    stream = _stream(scenario.location, {})
+    head = stream.load().metadata.current_snapshot_id
+    offset = StreamOffset(branch.snapshot_id, 0, True, False, 3)
+    refusal = (rf"the stream's snapshot {branch.snapshot_id} is not an ancestor of snapshot "
+               rf"{head} \(was the table rolled back\?\); start a new checkpoint")
+    with pytest.raises(InvalidRangeError, match=refusal):
+        stream.latest_offset(offset, UNLIMITED)
+    with pytest.raises(InvalidRangeError, match=refusal):
+        stream.report_latest(offset)
 
 
 def test_pack_parts_never_splits_a_part_holding_rows_back(corpus):

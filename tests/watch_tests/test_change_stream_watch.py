@@ -10,15 +10,15 @@ import threading
 import time
 
 import pytest
-from replay import Replay
 from test_watcher import CountingIO
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 from meltwater.stream.engine.change_schema import METADATA_COLUMNS
 from meltwater.stream.errors import OptionError
 from meltwater.stream.spark.batch_reader import wants_change_schema
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.change_stream import ChangeStream
+from watch_tests.replay import Replay
 
 
 def _replay(corpus, tmp_path) -> Replay:

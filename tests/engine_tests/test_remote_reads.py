@@ -7,8 +7,8 @@ import threading
 
 import pyarrow as pa
 import pytest
-from helpers import F, position_deletes, task, write_parquet
 
+from engine_tests.helpers import F, position_deletes, task, write_parquet
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.types import NestedField, PrimitiveType, Schema
 from meltwater.stream.engine import bulk_scan

@@ -20,12 +20,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from replay import Replay
 
 from meltwater.planner.errors import NoSuchTableError
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.stream.errors import WatcherError
 from meltwater.stream.watch.watcher import SnapshotWatcher
+from watch_tests.replay import Replay
 
 MODES = [pytest.param(False, id="events"), pytest.param(True, id="polling")]
 

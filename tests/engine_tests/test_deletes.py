@@ -8,7 +8,9 @@ import random
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import (
+from pyroaring import BitMap64
+
+from engine_tests.helpers import (
     F,
     dv_blob,
     equality_deletes,
@@ -16,9 +18,7 @@ from helpers import (
     position_deletes,
     write_puffin,
 )
-from iceberg_tasks import plan_tasks, puffin_blobs
-from pyroaring import BitMap64
-
+from engine_tests.iceberg_tasks import plan_tasks, puffin_blobs
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile, FileContent
 from meltwater.stream.engine.deletes import (

@@ -1,6 +1,6 @@
 """Run one `meltwater` streaming query in its own process, for the restart and cluster tests.
 
-    python tests/stream_query.py --master local[2] --table T --checkpoint C --sink S \
+    python tests/spark_tests/stream_query.py --master local[2] --table T --checkpoint C --sink S \
         [--option k=v ...] [--delay SECONDS] [--pid-column]
 
 Reads `spark.readStream.format("meltwater").load(T)` with trigger(availableNow=True) and
