@@ -16,7 +16,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT_FOLDERS = ("planner", "stream", "sinks", "service", "cli")
+PRODUCT_FOLDERS = ("planner", "stream", "output", "sinks", "service", "cli")
 
 
 def test_console_script_help_lists_subcommands():
@@ -49,7 +49,7 @@ def test_every_product_folder_is_a_subpackage_of_the_meltwater_namespace():
 
     assert getattr(meltwater, "__file__", None) is None, "meltwater is a namespace package"
     folders = _product_packages()
-    assert len(folders) >= 8  # planner, stream and its three, sinks, service, cli
+    assert len(folders) >= 9  # planner, stream and its three, output, sinks, service, cli
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     mapped = {name: setuptools["package-dir"].get(name) for name in setuptools["packages"]}
     assert mapped == {"meltwater." + f.replace("/", "."): f for f in folders}
