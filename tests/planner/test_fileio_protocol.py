@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 CALLER = '''\
 from typing import Any
 
-from meltwater.planner.metadata import load_table
+from meltwater.planner.table_loading import load_table
 
 
 class BareIO:
