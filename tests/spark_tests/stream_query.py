@@ -1,13 +1,16 @@
 """Run one `meltwater` streaming query in its own process, for the restart and cluster tests.
 
     python tests/spark_tests/stream_query.py --master local[2] --table T --checkpoint C --sink S \
-        [--option k=v ...] [--delay SECONDS] [--pid-column]
+        [--option k=v ...] [--hold-after-first-batch] [--pid-column]
 
 Reads `spark.readStream.format("meltwater").load(T)` with trigger(availableNow=True) and
-writes a Parquet sink (exactly once through its `_spark_metadata` log). `--delay` sleeps in
-every partition of every micro-batch, so a test can kill the process in the middle of one;
-`--pid-column` adds `_pid`, the process id that handled each row, so a test can see the
-work ran in executors. Prints one JSON line at the end: batches run, driver pid, executors.
+writes a Parquet sink (exactly once through its `_spark_metadata` log).
+`--hold-after-first-batch`: once the first micro-batch is committed (its `commits/0` is in
+the checkpoint), every task of a later one writes `<checkpoint>.held` and then blocks for
+good, so a test can kill the process in the middle of a micro-batch without guessing how
+long one takes. `--pid-column` adds `_pid`, the process id that handled each row, so a test
+can see the work ran in executors. Prints one JSON line at the end: batches run, driver
+pid, executors.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--sink", required=True)
     parser.add_argument("--option", action="append", default=[])
-    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--hold-after-first-batch", action="store_true")
     parser.add_argument("--pid-column", action="store_true")
     args = parser.parse_args()
 
@@ -52,21 +55,19 @@ def main() -> None:
         key, _, value = item.partition("=")
         reader = reader.option(key, value)
     frame = reader.load(args.table)
-    delay, with_pid = args.delay, args.pid_column
-    if delay or with_pid:
+    hold, with_pid = args.hold_after_first_batch, args.pid_column
+    first_committed = os.path.join(args.checkpoint, "commits", "0")
+    held = args.checkpoint.rstrip("/") + ".held"
+    if hold or with_pid:
         from pyspark.sql import functions as F
         from pyspark.sql.types import IntegerType
 
-        slept: set[tuple[int, int, int]] = set()
-
         def pid(_):
-            from pyspark import TaskContext
-
-            context = TaskContext.get()
-            task = (context.stageId(), context.partitionId(), context.attemptNumber())
-            if delay and task not in slept:
-                slept.add(task)
-                time.sleep(delay)  # once per Spark task: the batch is mid-flight meanwhile
+            if hold and os.path.exists(first_committed):
+                with open(held, "w") as marker:
+                    marker.write(str(os.getpid()))
+                while True:  # mid-flight until the test kills the process group
+                    time.sleep(1)
             return os.getpid()
 
         called = F.udf(pid, IntegerType())(F.col("_change_type"))

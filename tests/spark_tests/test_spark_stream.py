@@ -611,29 +611,25 @@ def test_killed_mid_batch_then_restarted_holds_every_change_once(spark, corpus, 
     location = corpus.scenarios["equality_deletes"].location
     command = _child(tmp_path, "q", location, "--option",
                      "streaming-max-files-per-micro-batch=6")
-    # A window to kill batch 1 in, wide enough for a loaded machine to notice and kill
-    # 0.5 s into it; the restart is quick.
-    slow = [*command, "--delay", "4"]
-    offsets = tmp_path / "q" / "checkpoint" / "offsets"
+    # The child blocks every task of batch 1 once batch 0 is committed, and says so: it is
+    # killed mid-batch, whatever the machine's pace.
+    held = [*command, "--hold-after-first-batch"]
+    marker = tmp_path / "q" / "checkpoint.held"
     commits = tmp_path / "q" / "checkpoint" / "commits"
-    child = subprocess.Popen(slow, env=_child_env(), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
-    killed = False
-    deadline = time.monotonic() + 150
+    log = tmp_path / "q-child.log"
+    with log.open("wb") as out:
+        child = subprocess.Popen(held, env=_child_env(), stdout=out, stderr=out,
+                                 start_new_session=True)
+    deadline = time.monotonic() + 300
     try:
-        while time.monotonic() < deadline and child.poll() is None:
-            # batch 1 is planned (its offsets logged) and not committed: kill it mid-flight
-            if (offsets / "1").exists() and not (commits / "1").exists():
-                time.sleep(0.5)
-                os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and workers
-                killed = True
-                break
+        while time.monotonic() < deadline and child.poll() is None and not marker.exists():
             time.sleep(0.05)
     finally:
-        if child.poll() is None and not killed:
-            os.killpg(child.pid, signal.SIGKILL)
+        reached = marker.exists()
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)  # the driver, its JVM and workers
         child.wait()
-    assert killed, "the query ended before it could be killed mid-batch"
+    assert reached, "batch 1 never started:\n" + log.read_text(errors="replace")[-3000:]
     assert (commits / "0").exists() and not (commits / "1").exists()
     done = subprocess.run(command, env=_child_env(), capture_output=True, text=True,
                           timeout=180)
