@@ -66,6 +66,15 @@ class Entry:
     rows: int | None = None
     error: str | None = None
     note: str = ""
+    limit_reached: float | None = None  # an entry read back from JSON that did not finish
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        """An entry of an earlier run's JSON (its command's figures, no command)."""
+        return cls(data["table"], data["shape"], data["at"], data["kind"],
+                   seconds=data["seconds"], rss_bytes=data["peak_rss_bytes"],
+                   check=data["check"], rows=data["rows"], error=data["error"],
+                   note=data["note"], limit_reached=data["did_not_finish_seconds"])
 
     @property
     def median(self) -> float | None:
@@ -79,7 +88,7 @@ class Entry:
 
     @property
     def did_not_finish(self) -> float | None:
-        return self.command.did_not_finish if self.command is not None else None
+        return self.command.did_not_finish if self.command is not None else self.limit_reached
 
     @property
     def failure(self) -> str | None:
@@ -101,7 +110,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help="comma-separated: backlog,history,big (default all)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["peers", "service", "checks", "plot"])
+                        choices=["peers", "java-diff", "service", "checks", "plot"],
+                        help="java-diff: no timed Iceberg Java snapshot diff (minutes on a "
+                             "20M-row backlog)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="timed rounds after the warm-up (default 3)")
     parser.add_argument("--slow", type=float, default=60.0,
@@ -118,6 +129,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--service-interval", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=RESULTS / "ladder.json")
     parser.add_argument("--plot", type=Path, default=RESULTS / "ladder.png")
+    parser.add_argument("--report-from", type=Path, nargs="+", default=None, metavar="JSON",
+                        help="measure nothing: report and plot earlier runs' results "
+                             "together (e.g. the 2M and the 20M backlog run)")
     args = parser.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]
     unknown = set(args.shapes) - set(SHAPES)
@@ -258,6 +272,8 @@ def java_peers(table: LadderTable, entries: list[Entry], work: Path,
              "snapshot": table.snapshot(last)["snapshot_id"], "warmups": 1,
              "repeats": args.repeats}]
     net = next((e for e in entries if e.kind == "net" and e.shape == "backlog"), None)
+    if "java-diff" in args.skip:
+        net = None
     if net is not None:
         first = last - min(NET_WINDOW, last)
         jobs.append({"op": "diff", "name": "diff", "location": table.location,
@@ -370,8 +386,25 @@ def environment() -> dict[str, Any]:
             "load_average_at_start": os.getloadavg()[0]}
 
 
+def report_from(args: argparse.Namespace) -> int:
+    """The report, targets and plot of earlier runs' JSON files, merged."""
+    runs = [json.loads(path.read_text()) for path in args.report_from]
+    entries = [Entry.from_json(e) for run in runs for e in run["entries"]]
+    service = next((run["service"] for run in runs if run.get("service")), None)
+    record = {"environment": runs[0]["environment"], "service": service,
+              "generation_seconds": {k: v for run in runs
+                                     for k, v in run["generation_seconds"].items()},
+              "summary": ladder_report.summarize(entries, service)}
+    ladder_report.print_report(entries, record)
+    ladder_report.plot(entries, args.plot)
+    print(f"plot written to {args.plot}")
+    return 1 if ladder_report.mismatches(entries, service) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report_from:
+        return report_from(args)
     started = time.monotonic()
     record: dict[str, Any] = {"environment": environment(), "options": {
         k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -390,8 +423,12 @@ def main(argv: list[str] | None = None) -> int:
             record["tables"][shape.label] = {
                 k: v for k, v in table.record.items() if k != "snapshots"} | {
                 "home": str(table.home)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     for table in tables.values():
         entries += run_table(table, args, lambda m: print(m, flush=True))
+        # Written as each table ends, so an interrupted run keeps what it measured.
+        record["entries"] = [e.as_json() for e in entries]
+        args.out.write_text(json.dumps(record, indent=2, default=str))
     backlog = [t for t in tables.values() if t.shape.shape == "backlog"]
     if "service" not in args.skip and backlog:
         import ladder_service
@@ -418,10 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     record["summary"] = ladder_report.summarize(entries, record["service"])
     record["environment"]["load_average_at_end"] = os.getloadavg()[0]
     ladder_report.print_report(entries, record)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2, default=str))
     if "plot" not in args.skip:
-        ladder_report.plot(entries, args.plot, args.timeout)
+        ladder_report.plot(entries, args.plot)
         print(f"plot written to {args.plot}")
     print(f"results written to {args.out} ({time.monotonic() - started:.0f}s in all)")
     mismatches = ladder_report.mismatches(entries, record["service"])

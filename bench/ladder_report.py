@@ -222,7 +222,7 @@ def mismatches(entries: list[Any], service: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def plot(entries: list[Any], path: Path, timeout: float) -> None:
+def plot(entries: list[Any], path: Path) -> None:
     """Seconds against the backlog (one commit's changes and the scan at each rung, per
     table size) and against the commits of a `--net` range; a command that did not finish
     is drawn at its time limit with an upward triangle."""
@@ -233,8 +233,10 @@ def plot(entries: list[Any], path: Path, timeout: float) -> None:
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     for axis, shape, kinds, xlabel in (
-            (left, "backlog", ("changes", "scan"), "equality delete files (upsert commits)"),
+            (left, "backlog", ("changes", "scan", "raw-pyarrow", "iceberg-java-scan"),
+             "equality delete files (upsert commits)"),
             (right, "history", ("net", "scan"), "commits in the --net range")):
+        series = 0
         for table in _tables(entries, shape):
             for kind in kinds:
                 points = sorted((e.at, *_seconds(e)) for e in entries
@@ -243,15 +245,19 @@ def plot(entries: list[Any], path: Path, timeout: float) -> None:
                 if not points:
                     continue
                 name = {"changes": "changes of one commit", "scan": "scan",
-                        "net": "changes --net"}[kind]
+                        "net": "changes --net", "raw-pyarrow": "raw pyarrow, no deletes",
+                        "iceberg-java-scan": "Iceberg Java scan (warm JVM)"}[kind]
                 style = "--" if kind == "scan" else "-"
                 xs = [p[0] for p in points]
                 ys = [p[1] for p in points]
                 if len(points) == 1:
-                    axis.axhline(ys[0], linestyle=":", color="grey",
+                    axis.axhline(ys[0], linestyle=":", color=f"C{series}",
                                  label=f"{table}: {name} (last commit)")
+                    series += 1
                     continue
-                line, = axis.plot(xs, ys, style, marker="o", label=f"{table}: {name}")
+                line, = axis.plot(xs, ys, style, marker="o", color=f"C{series}",
+                                  label=f"{table}: {name}")
+                series += 1
                 dnf = [(p[0], p[1]) for p in points if p[2] == ">"]
                 if dnf:
                     axis.plot(*zip(*dnf, strict=True), "^", color=line.get_color(),
@@ -262,7 +268,8 @@ def plot(entries: list[Any], path: Path, timeout: float) -> None:
         axis.grid(alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=8)
-    figure.suptitle(f"meltwater scale ladder (triangles: did not finish in {timeout:.0f} s)")
+    figure.suptitle("meltwater scale ladder, whole processes (a triangle: did not finish, "
+                    "drawn at its time limit)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)

@@ -43,13 +43,13 @@ class Shape:
 
     def estimate_minutes(self) -> float:
         """About how long writing it takes on 2 shared cores (measured: the 2M backlog in
-        4 min, most of it Iceberg Java counting the rows at each rung; the history 20 min,
+        4 min, most of it Iceberg Java counting the rows at each rung; the history 26 min,
         its Spark SQL commits slowing as the files pile up)."""
         bulk = self.rows / 1_000_000  # a minute per million rows, and as much to count
         if self.shape == "backlog":
             return 1 + bulk * 2 + self.commits * 0.3 / 60
         if self.shape == "history":
-            return 1 + bulk + self.commits * 1.2 / 60
+            return 1 + bulk + self.commits * 1.5 / 60
         return 1 + bulk * 3  # the DELETE and UPDATE read the whole table again
 
 
