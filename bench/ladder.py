@@ -218,10 +218,11 @@ def backlog_entries(table: LadderTable, work: Path, args: argparse.Namespace) ->
         out = work / f"changes-{k}.parquet"
         entries.append(Entry(label, "backlog", k, "changes", Command(
             f"{label}: changes of commit {k}", changes(table, k - 1, k, out, False),
-            out, args.timeout)))
+            out, args.timeout, series="changes")))
         out = work / f"scan-{k}.parquet"
         entries.append(Entry(label, "backlog", k, "scan", Command(
-            f"{label}: scan at commit {k}", scan(table, k, out), out, args.timeout)))
+            f"{label}: scan at commit {k}", scan(table, k, out), out, args.timeout,
+            series="scan")))
     window = min(NET_WINDOW, last)
     out = work / "net.parquet"
     entries.append(Entry(label, "backlog", last, "net", Command(
@@ -241,7 +242,7 @@ def history_entries(table: LadderTable, work: Path, args: argparse.Namespace
         out = work / f"net-{k}.parquet"
         entries.append(Entry(label, "history", k, "net", Command(
             f"{label}: changes --net of commits 1..{k}",
-            changes(table, 0, k, out, True), out, args.timeout)))
+            changes(table, 0, k, out, True), out, args.timeout, series="net")))
     out = work / "scan.parquet"
     entries.append(Entry(label, "history", last, "scan", Command(
         f"{label}: scan at commit {last}", scan(table, last, out), out, args.timeout)))

@@ -10,7 +10,10 @@ output is the one the checks read), then `repeats` rounds run every command once
 the order reversing every other round, so a burst of load from other work falls on all
 commands alike; the figure is the median. A command whose warm-up took longer than `slow`
 seconds is not run again: its warm-up is its one timed run (these are the rungs that take
-minutes today; the report says "1 run").
+minutes today; the report says "1 run"). Commands of one `series` (the rungs of one kind on
+one table, in rising order) stop at the first that does not finish: the higher rungs are
+recorded as not finishing either, without being run (each would hold the machine for the
+whole time limit to say what the lower rung said).
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class Command:
     error: str | None = None
     did_not_finish: float | None = None  # the time limit it ran into
     kept: Path | None = None
+    series: str | None = None
 
     @property
     def median(self) -> float | None:
@@ -127,9 +131,19 @@ def measure(commands: list[Command], repeats: int, slow: float,
     """A warm-up each (kept as the one timed run when slower than `slow` s), then
     `repeats` rounds of the others in alternating order; results land in the commands."""
     rounds: list[Command] = []
+    stalled: dict[str, Command] = {}
     for command in commands:
         log(f"  {command.name} ...")
+        lower = stalled.get(command.series or "")
+        if lower is not None:
+            command.did_not_finish = lower.did_not_finish
+            command.error = (f"not run: {lower.name} did not finish in "
+                             f"{lower.did_not_finish:.0f} s")
+            log(f"    {command.error}")
+            continue
         seconds = _run(command, keep_output=True)
+        if command.did_not_finish is not None and command.series:
+            stalled[command.series] = command
         if seconds is None:
             log(f"    {command.error}")
             continue
