@@ -110,9 +110,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help="comma-separated: backlog,history,big (default all)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["peers", "java-diff", "service", "checks", "plot"],
-                        help="java-diff: no timed Iceberg Java snapshot diff (minutes on a "
-                             "20M-row backlog)")
+                        choices=["rungs", "peers", "java-diff", "service", "checks", "plot"],
+                        help="rungs: measure no table (e.g. the service only); java-diff: "
+                             "no timed Iceberg Java snapshot diff (minutes on a 20M-row "
+                             "backlog)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="timed rounds after the warm-up (default 3)")
     parser.add_argument("--slow", type=float, default=60.0,
@@ -127,6 +128,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--big-rows", type=int, default=None)
     parser.add_argument("--service-commits", type=int, default=60)
     parser.add_argument("--service-interval", type=float, default=1.0)
+    parser.add_argument("--service-driver-memory", default="4g",
+                        help="the service's spark.driver.memory (default 4g; Spark's 1g "
+                             "runs out of heap bootstrapping the 2M-row mirror)")
     parser.add_argument("--out", type=Path, default=RESULTS / "ladder.json")
     parser.add_argument("--plot", type=Path, default=RESULTS / "ladder.png")
     parser.add_argument("--report-from", type=Path, nargs="+", default=None, metavar="JSON",
@@ -391,7 +395,9 @@ def report_from(args: argparse.Namespace) -> int:
     """The report, targets and plot of earlier runs' JSON files, merged."""
     runs = [json.loads(path.read_text()) for path in args.report_from]
     entries = [Entry.from_json(e) for run in runs for e in run["entries"]]
-    service = next((run["service"] for run in runs if run.get("service")), None)
+    services = [run["service"] for run in runs if run.get("service")]
+    service = next((s for s in services if "error" not in s), None) or next(
+        iter(services), None)
     record = {"environment": runs[0]["environment"], "service": service,
               "generation_seconds": {k: v for run in runs
                                      for k, v in run["generation_seconds"].items()},
@@ -425,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                 k: v for k, v in table.record.items() if k != "snapshots"} | {
                 "home": str(table.home)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for table in tables.values():
+    for table in tables.values() if "rungs" not in args.skip else ():
         entries += run_table(table, args, lambda m: print(m, flush=True))
         # Written as each table ends, so an interrupted run keeps what it measured.
         record["entries"] = [e.as_json() for e in entries]
@@ -449,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             record["service"] = ladder_service.run_service(
                 table, args.service_commits, args.service_interval,
                 RESULTS / "ladder-work" / "service", java_dump,
-                lambda m: print(m, flush=True))
+                args.service_driver_memory, lambda m: print(m, flush=True))
         except Exception as error:
             record["service"] = {"error": str(error)[:600]}
     record["entries"] = [e.as_json() for e in entries]

@@ -7,7 +7,10 @@ the committer (writer/ladder_upserts.py, Iceberg Java) points the copy's `write.
 into the scratch directory too. The service (this checkout's console script, local[2]
 Spark, `trigger = "event"`, sink `sqlite` keyed on `id`) starts from the copy's current
 snapshot with `starting-snapshot-as-inserts` (the table's rows, then every commit after):
-the bootstrap is timed apart. Then the committer commits `commits` upserts of 1,000 keys on
+the bootstrap is timed apart. Spark's driver gets `driver_memory` (default 4g): with
+Spark's own 1g the bootstrap of the 2M-row table failed with `OutOfMemoryError: Java heap
+space` in the driver and the service hung instead of exiting (main at 07e46e8).
+Then the committer commits `commits` upserts of 1,000 keys on
 a fixed one-per-`interval` schedule while this process polls the mirror's ledger
 (`meltwater_ledger`: the sequence number the mirror reached) every 10 ms. A commit's
 latency is from its commit returning to the ledger reaching its sequence number. The
@@ -54,10 +57,11 @@ def free_port() -> int:
 
 
 def write_config(path: Path, table: Path, checkpoint: Path, db: Path, port: int,
-                 start_snapshot: int) -> None:
+                 start_snapshot: int, driver_memory: str) -> None:
     path.write_text("\n".join([
         "[service]", f'http = "127.0.0.1:{port}"', 'log = "json"', 'progress = "off"',
-        'shutdown-timeout = "30s"', "", "[spark]", 'master = "local[2]"', "",
+        'shutdown-timeout = "30s"', "", "[spark]", 'master = "local[2]"', "[spark.conf]",
+        f'"spark.driver.memory" = "{driver_memory}"', "",
         "[[pipelines]]", f'name = "{PIPELINE}"', f"table = {json.dumps(str(table))}",
         f"checkpoint = {json.dumps(str(checkpoint))}", 'trigger = "event"',
         "[pipelines.options]", f'"start-snapshot-id" = "{start_snapshot}"',
@@ -217,7 +221,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run_service(table: LadderTable, commits: int, interval: float, work: Path,
-                java_dump: Callable[[str, int, Path], None],
+                java_dump: Callable[[str, int, Path], None], driver_memory: str = "4g",
                 log: Callable[[str], None] = print) -> dict[str, Any]:
     """The service rung; `java_dump(location, snapshot_id, out)` writes Iceberg Java's read
     of a snapshot as Parquet (the check)."""
@@ -234,7 +238,8 @@ def run_service(table: LadderTable, commits: int, interval: float, work: Path,
     try:
         start = committer.ready
         config = work / "service.toml"
-        write_config(config, scratch, checkpoint, db, port, start["snapshot_id"])
+        write_config(config, scratch, checkpoint, db, port, start["snapshot_id"],
+                     driver_memory)
         ledger = ledger_name(PIPELINE, str(checkpoint))
         service_log = open(work / "service.log", "wb")  # noqa: SIM115 - closed below
         began = time.monotonic()
@@ -307,4 +312,5 @@ def run_service(table: LadderTable, commits: int, interval: float, work: Path,
         "keeps_up": keeps_up,
         "service_cpu_seconds_per_commit": cpu / max(1, len(seen)),
         "service_peak_rss_bytes": memory, "service_exit": service_exit, "check": check,
+        "driver_memory": driver_memory,
     }
