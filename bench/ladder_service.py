@@ -17,8 +17,9 @@ latency is from its commit returning to the ledger reaching its sequence number.
 service keeps up when every commit is mirrored and the last one within `interval` x 5 of
 being committed (a service that falls behind lags more with every commit).
 
-At the end the mirror must equal Iceberg Java's read of the last snapshot, row for row
-(id, customer_id, amount, category, note).
+At the end the mirror must equal Iceberg Java's read of the snapshot its ledger reached
+(the last commit's when it kept up), row for row (id, customer_id, amount, category,
+note).
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def mirror_position(db: Path, ledger: str) -> int | None:
                                "WHERE pipeline = ?", (ledger,)).fetchone()
     except sqlite3.OperationalError:  # no database or no ledger yet
         return None
+    return None if row is None else row[0]
+
+
+def mirror_snapshot(db: Path, ledger: str) -> int | None:
+    """The snapshot id of the newest commit the mirror's ledger names."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True,
+                                            timeout=30)) as conn:
+        row = conn.execute("SELECT snapshot_id FROM meltwater_ledger WHERE pipeline = ? "
+                           "AND sequence_number IS NOT NULL ORDER BY sequence_number DESC "
+                           "LIMIT 1", (ledger,)).fetchone()
     return None if row is None else row[0]
 
 
@@ -286,11 +297,14 @@ def run_service(table: LadderTable, commits: int, interval: float, work: Path,
         service_exit = stop(service)
         service_log.close()
         service = None
+        # The mirror against the snapshot it reached (the last commit's, if it kept up).
+        reached = mirror_snapshot(db, ledger)
         check = None
-        if last is not None:
+        if reached is not None:
             dump = work / "java-rows"
-            java_dump(str(scratch), last["snapshot_id"], dump)
-            check = compare_mirror(db, dump)
+            java_dump(str(scratch), reached, dump)
+            check = {**compare_mirror(db, dump), "snapshot_id": reached,
+                     "last_commit": last is not None and reached == last["snapshot_id"]}
     finally:
         if service is not None:
             stop(service)
