@@ -13,6 +13,9 @@ pyiceberg's `PyArrowFileIO`, which maps those names onto `pyarrow.fs`; without a
 `pyarrow.fs.FileSystem.from_uri`, which reads the usual environment (`AWS_ENDPOINT_URL`,
 `AWS_ACCESS_KEY_ID`, ...). A properties-built S3 client takes `AWS_ENDPOINT_URL` and
 `AWS_REGION` from the environment when the properties do not say, as AWS's own clients do.
+Google Cloud Storage and Azure filesystems are built by `meltwater.planner.gcs_azure`, which
+reads both Iceberg Java's and pyiceberg's names for their properties (pyiceberg's mapping
+misses some that catalogs vend and emulators need).
 
 Failures of the storage itself (access denied, expired credentials, a missing bucket, an
 endpoint that does not answer) are `StorageError`s naming the file and the problem.
@@ -44,14 +47,17 @@ from pyarrow import ArrowException
 
 from meltwater.planner.deadlines import call_within
 from meltwater.planner.errors import NoSuchFileError, StorageError, UnsupportedFeatureError
+from meltwater.planner.gcs_azure import azure_filesystem, gcs_filesystem
 
 T = TypeVar("T")
 TIMEOUT_VARIABLE = "MELTWATER_STORAGE_TIMEOUT"
 DEFAULT_TIMEOUT_S = 30.0
-# What pyarrow's filesystems read by URI, and what pyiceberg's FileIO adds when properties
-# are given (Iceberg's FileIO property names): anything else is refused by name.
-_URI_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
-_PROPERTY_SCHEMES = (*_URI_SCHEMES, "oss", "wasb", "wasbs")
+# What pyarrow's filesystems (and gcs_azure's) read by URI, and what pyiceberg's FileIO adds
+# when properties are given (Iceberg's FileIO property names): anything else is refused by
+# name.
+_URI_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "hdfs",
+                "viewfs")
+_PROPERTY_SCHEMES = (*_URI_SCHEMES, "oss")
 # What a storage client raises: OSError for most, ArrowException (no OSError) for Azure's
 # credential failures ("Failed to get token from DefaultAzureCredential").
 _STORAGE_FAILURES = (OSError, ArrowException)
@@ -132,20 +138,21 @@ class PyArrowFileIO:
             location, lambda: self._remote_filesystem(location, scheme, parsed.netloc)))
         if scheme in ("hdfs", "viewfs"):
             return fs, parsed.path
-        if scheme in ("abfs", "abfss"):  # container@account.dfs.core.windows.net/path
+        if scheme in _AZURE_SCHEMES:  # container@account.dfs.core.windows.net/path
             return fs, parsed.netloc.split("@")[0] + parsed.path
         return fs, parsed.netloc + parsed.path  # s3, gs: bucket/key
 
     def _remote_filesystem(self, location: str, scheme: str, netloc: str) -> pafs.FileSystem:
         try:
-            if scheme in ("abfs", "abfss", "wasb", "wasbs"):
+            if scheme in ("gs", "gcs"):
+                # retrying for half the timeout (not pyarrow's 15 minutes), so that the
+                # client's own reason comes before the deadline's
+                limit = dt.timedelta(seconds=max(1.0, storage_timeout() / 2))
+                return gcs_filesystem(self.properties, limit)
+            if scheme in _AZURE_SCHEMES:
                 _without_a_missing_azure_cli()
+                return azure_filesystem(netloc, self.properties)
             if not self.properties:
-                if scheme in ("gs", "gcs"):
-                    # as from_uri builds it, retrying for half the timeout (not 15 minutes),
-                    # so that the client's own reason comes before the deadline's
-                    limit = dt.timedelta(seconds=max(1.0, storage_timeout() / 2))
-                    return pafs.GcsFileSystem(retry_time_limit=limit)
                 return pafs.FileSystem.from_uri(location)[0]
             from pyiceberg.io.pyarrow import PyArrowFileIO as IcebergFileIO
 
@@ -269,6 +276,7 @@ class PyArrowFileIO:
 
 
 _S3_SCHEMES = ("s3", "s3a", "s3n")
+_AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs")
 
 
 def _without_a_missing_azure_cli() -> None:

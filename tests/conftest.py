@@ -32,6 +32,10 @@ FIXTURE_MARKS = {
     "seaweed_vending": "objectstore",  # the same, vending table-scoped credentials
     "seaweed_plain_lake": "objectstore",  # the same, its bucket `lake` a plain one
     "s3_corpus": "corpus",  # the Iceberg Java corpus written at s3:// locations
+    "gcs_corpus": "corpus",  # a few of its scenarios written at gs:// locations
+    "azure_corpus": "corpus",  # and at abfs:// locations
+    "fake_gcs": "objectstore",  # fake-gcs-server, a Google Cloud Storage emulator on loopback
+    "azurite": "objectstore",  # Azurite, an Azure Blob Storage emulator on loopback
     "wheel_venv": "build",  # the wheel built and installed into a fresh virtualenv (~1 GB)
     "docker_engine": "build",  # `docker build` of deploy/docker (where an engine runs)
 }

@@ -214,3 +214,137 @@ def java_tables_in_sql(seaweed_plain_lake: SeaweedServer, s3_corpus: Corpus,
     register_tables(s3_corpus, sql, "db", names)
     return JavaTablesOnS3(seaweed_plain_lake, s3_corpus, sql, names, {}, uploaded.files,
                           uploaded.bytes, uploaded.seconds)
+
+
+# -- Google Cloud Storage and Azure: emulators, and corpus tables written there -----------------
+
+# A far-off expiry for the stand-in token the GCS catalog hands pyiceberg (which cannot read
+# without credentials; the emulator takes any token): 2100-01-01, in milliseconds.
+_FAR_OFF_MS = "4102444800000"
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[Any]:
+    """fake-gcs-server on loopback for the session (testbed/gcs_emulator.py)."""
+    from gcs_emulator import FakeGcsServer, GcsEmulatorUnavailableError
+
+    server = FakeGcsServer()
+    try:
+        server.start()
+    except GcsEmulatorUnavailableError as error:
+        server.stop()
+        pytest.fail(f"the GCS emulator is unavailable: {error}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Any]:
+    """Azurite's Blob service on loopback for the session, installed with npm on first use
+    (testbed/azurite_server.py)."""
+    from azurite_server import AzuriteServer, AzuriteUnavailableError
+
+    server = AzuriteServer(log=announce)
+    try:
+        server.start()
+    except AzuriteUnavailableError as error:
+        server.stop()
+        pytest.fail(f"Azurite is unavailable: {error}", pytrace=False)
+    yield server
+    server.stop()
+
+
+def _store_corpus(scheme: str) -> Corpus:
+    from writer_env import WriterEnvError
+
+    from corpus.build import ensure_store_corpus
+
+    try:
+        return Corpus(ensure_store_corpus(scheme, log=announce))
+    except WriterEnvError as error:
+        pytest.fail(f"the Iceberg Java corpus at {scheme}:// is unavailable: {error}",
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def gcs_corpus() -> Corpus:
+    """corpus.build.STORE_SCENARIOS written by Iceberg Java at gs://lake."""
+    return _store_corpus("gs")
+
+
+@pytest.fixture(scope="session")
+def azure_corpus() -> Corpus:
+    """corpus.build.STORE_SCENARIOS written by Iceberg Java at
+    abfs://lake@meltwater.dfs.core.windows.net."""
+    return _store_corpus("abfs")
+
+
+@dataclass(frozen=True)
+class JavaTablesOnStore:
+    """Corpus tables uploaded byte for byte to an emulated GCS or Azure container `lake`
+    and registered as db.<scenario> in a SQLite SqlCatalog.
+
+    `catalog_properties` configure that catalog (its FileIO properties under pyiceberg's
+    names, which pyiceberg itself must read the metadata with); `io_properties` reach the
+    same store under Iceberg Java's names, for a reader given a location."""
+
+    scheme: str
+    corpus: Corpus
+    catalog_properties: dict[str, str]
+    io_properties: dict[str, str]
+    files: int
+    bytes: int
+    upload_seconds: float
+
+
+def _on_store(scheme: str, corpus: Corpus, fs: Any, catalog_io: dict[str, str],
+              io: dict[str, str], database: Any) -> JavaTablesOnStore:
+    from local_bucket import upload_objects
+    from pyiceberg.catalog import load_catalog
+
+    from corpus.s3_store import register_tables, store_path, stored_objects
+
+    fs.create_dir("lake")
+    uploaded = upload_objects({store_path(k): v for k, v in stored_objects(corpus).items()}, fs)
+    properties = {"type": "sql", "uri": f"sqlite:///{database}",
+                  "warehouse": f"{next(iter(corpus.scenarios.values())).location}/sqlite",
+                  **catalog_io}
+    register_tables(corpus, load_catalog("lake", **properties), "db")  # lake.db.<scenario>
+    return JavaTablesOnStore(scheme, corpus, properties, io, uploaded.files, uploaded.bytes,
+                             uploaded.seconds)
+
+
+@pytest.fixture(scope="session")
+def gcs_tables(fake_gcs, gcs_corpus: Corpus,
+               tmp_path_factory: pytest.TempPathFactory) -> JavaTablesOnStore:
+    """The GCS corpus on fake-gcs-server. Its catalog gives pyiceberg a token (pyiceberg's
+    GCS client has no switch for no credentials); readers given the location get Iceberg
+    Java's `gcs.no-auth`."""
+    catalog_io = {"gcs.service.host": fake_gcs.endpoint, "gcs.oauth2.token": "emulator",
+                  "gcs.oauth2.token-expires-at": _FAR_OFF_MS}
+    return _on_store("gs", gcs_corpus, fake_gcs.filesystem(), catalog_io,
+                     fake_gcs.file_io_properties(),
+                     tmp_path_factory.mktemp("gcs-sql") / "catalog.db")
+
+
+@pytest.fixture(scope="session")
+def azure_tables(azurite, azure_corpus: Corpus,
+                 tmp_path_factory: pytest.TempPathFactory) -> JavaTablesOnStore:
+    """The Azure corpus on Azurite: its catalog with pyiceberg's `adls.connection-string`
+    (pyiceberg reads abfs:// metadata with adlfs: its pyarrow reader takes the container's
+    `@account host` for part of the path), readers given the location Iceberg Java's
+    names (shared key, endpoint per account host)."""
+    host = next(iter(azure_corpus.scenarios.values())).location.split("@")[1].split("/")[0]
+    return _on_store("abfs", azure_corpus, azurite.filesystem(), azurite.file_io_properties(),
+                     azurite.java_file_io_properties(host),
+                     tmp_path_factory.mktemp("azure-sql") / "catalog.db")
+
+
+_ON_STORE = [pytest.param(fixture, id=scheme, marks=[pytest.mark.objectstore, pytest.mark.corpus])
+             for scheme, fixture in (("gs", "gcs_tables"), ("abfs", "azure_tables"))]
+
+
+@pytest.fixture(params=_ON_STORE)
+def java_tables_on_store(request) -> JavaTablesOnStore:
+    """Once on GCS, once on Azure. Got at run time, so each param carries the marks."""
+    return request.getfixturevalue(request.param)

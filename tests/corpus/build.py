@@ -11,6 +11,12 @@ warehouse at `s3://lake` (s3writer/generate_s3.py, through testbed's LocalBucket
 bucket is the local directory `<corpus>/bucket/lake`, to upload to an object store as is).
 The S3 corpus has its own key, which covers the local corpus's key, so editing a scenario
 regenerates both, and editing s3writer/ regenerates the S3 corpus only.
+
+`ensure_store_corpus(scheme)` writes a few scenarios (STORE_SCENARIOS) the same way at a
+Google Cloud Storage (`gs://lake`) or Azure (`abfs://lake@meltwater.dfs.core.windows.net`)
+warehouse: fewer than for S3, as the emulators they are read from are tested for the paths
+meltwater takes there (the store's client, its properties and errors), not for Iceberg
+features, which the S3 and local corpora cover whole.
 """
 
 from __future__ import annotations
@@ -31,6 +37,13 @@ from writer_env import WriterEnv, WriterEnvError, cache_root, ensure_writer_env
 WRITER_DIR = Path(__file__).parent / "writer"
 S3_WRITER_DIR = Path(__file__).parent / "s3writer"
 S3_WAREHOUSE = "s3://lake"  # the S3 corpus's Hadoop warehouse: tables at s3://lake/db/<name>
+# The other stores' warehouses, by scheme; the Azure one is container `lake` of storage
+# account `meltwater` (as Azure's own hosts name it; an emulator serves it on loopback).
+STORE_WAREHOUSES = {"gs": "gs://lake", "abfs": "abfs://lake@meltwater.dfs.core.windows.net"}
+# Position deletes in partitions, equality deletes, deletion vectors (Puffin), and data
+# files in ORC and Avro besides Parquet.
+STORE_SCENARIOS = ("mor_partitioned", "equality_deletes", "v3_deletion_vectors",
+                   "file_formats")
 
 
 def generator_version() -> str:
@@ -43,14 +56,18 @@ def generator_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def s3_generator_version() -> str:
-    """The S3 corpus's key: the local corpus's key, s3writer/'s sources,
-    LocalBucketFileSystem's source and the warehouse."""
+def s3_generator_version(warehouse: str = S3_WAREHOUSE,
+                         only: tuple[str, ...] = ()) -> str:
+    """The S3 corpus's key (or that of a corpus at another store's `warehouse`, of the
+    scenarios `only`): the local corpus's key, s3writer/'s sources, LocalBucketFileSystem's
+    source, the warehouse and the scenarios."""
     digest = hashlib.sha256(generator_version().encode())
     for source in [*sorted(S3_WRITER_DIR.glob("*.py")), local_bucket.SOURCE]:
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
-    digest.update(S3_WAREHOUSE.encode())
+    digest.update(warehouse.encode())
+    for name in only:
+        digest.update(name.encode())
     return digest.hexdigest()[:12]
 
 
@@ -68,6 +85,16 @@ def ensure_s3_corpus(log=print) -> Path:
     """
     return _ensure(cache_root() / f"corpus-s3-{s3_generator_version()}", log, _s3_command,
                    "the Iceberg Java corpus at s3:// locations")
+
+
+def ensure_store_corpus(scheme: str, log=print) -> Path:
+    """Return the directory of STORE_SCENARIOS written at STORE_WAREHOUSES[scheme] (`gs`,
+    `abfs`), generating it first if this version has none; laid out as the S3 corpus."""
+    warehouse = STORE_WAREHOUSES[scheme]
+    home = cache_root() / f"corpus-{scheme}-{s3_generator_version(warehouse, STORE_SCENARIOS)}"
+    return _ensure(home, log, lambda env, into: _s3_command(env, into, warehouse,
+                                                             STORE_SCENARIOS),
+                   f"the Iceberg Java corpus at {warehouse}")
 
 
 def _ensure(home: Path, log, command: Callable[[WriterEnv, Path], list[str]],
@@ -91,10 +118,12 @@ def _local_command(env: WriterEnv, home: Path) -> list[str]:
             "--jars", env.spark_jars()]
 
 
-def _s3_command(env: WriterEnv, home: Path) -> list[str]:
+def _s3_command(env: WriterEnv, home: Path, warehouse: str = S3_WAREHOUSE,
+                only: tuple[str, ...] = ()) -> list[str]:
     fs_jar = local_bucket.compile_local_bucket_fs(env, home)
     return [str(env.python), str(S3_WRITER_DIR / "generate_s3.py"), "--out", str(home),
-            "--jars", f"{env.spark_jars()},{fs_jar}", "--warehouse", S3_WAREHOUSE]
+            "--jars", f"{env.spark_jars()},{fs_jar}", "--warehouse", warehouse,
+            *(["--only", *only] if only else [])]
 
 
 def _generate(home: Path, log, command: Callable[[WriterEnv, Path], list[str]],

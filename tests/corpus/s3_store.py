@@ -45,6 +45,14 @@ def stored_objects(corpus: Corpus) -> dict[str, Path]:
     return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def store_path(key: str) -> str:
+    """The path a pyarrow filesystem gives the object `<authority>/<key>`: the same, but
+    for an Azure location's authority `container@account host`, which is `container` there
+    (the account is the filesystem's)."""
+    authority, slash, rest = key.partition("/")
+    return authority.split("@", 1)[0] + slash + rest
+
+
 def folder_namespaces(corpus: Corpus) -> list[str]:
     """The first folder of each table's key (`db` for s3://lake/db/<scenario>), once each."""
     found = []
