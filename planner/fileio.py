@@ -318,7 +318,10 @@ _STORAGE_PROBLEMS = (
     (("nosuchbucket", "bucket does not exist", "the specified bucket does not exist"),
      "the bucket does not exist"),
     (("expiredtoken", "token has expired", "invalid_access_key_id", "invalidaccesskeyid",
-      "signaturedoesnotmatch", "invalidtoken", "request has expired"),
+      "signaturedoesnotmatch", "invalidtoken", "request has expired",
+      # Azure's answer to a wrong shared key or SAS; Google's to a rejected token
+      "authenticationfailed", "failed to authenticate", "invalid credentials",
+      "http 401", "unauthenticated"),
      "the credentials were rejected or have expired"),
     # Azure's DefaultAzureCredential and Google's default credentials, finding none that
     # works (their messages go on to name the endpoints they tried, network words included)
@@ -328,7 +331,7 @@ _STORAGE_PROBLEMS = (
     (("access_denied", "accessdenied", "access denied", "forbidden", "http 403",
       "response code 403", "permission denied"), "access denied"),
     (("could not resolve host", "couldn't resolve host", "couldn't connect", "connection refused",
-      "failed to connect", "timed out", "timeout", "curlcode: 6", "curlcode: 7",
+      "failed to connect", "could not connect", "timed out", "timeout", "curlcode: 6", "curlcode: 7",
       "curlcode: 28", "network"), "the storage endpoint cannot be reached"),
 )
 

@@ -7,6 +7,11 @@ as behind a dropped route). The environment points each client there: S3's endpo
 Google's metadata server (where its default credentials come from), Azure's managed
 identity endpoint. Before, `abfs://` without credentials was a pyarrow traceback, `gs://`
 and a silent S3 or Azure identity endpoint held the command for minutes.
+
+The same for GCS and Azure given by FileIO properties (what a catalog or the Spark source's
+`io.*` options give the reader), through the API, whose errors are the CLI's lines: an
+endpoint that refuses or never answers, a wrong Azure key (against Azurite), and property
+values that cannot mean anything.
 """
 
 from __future__ import annotations
@@ -109,3 +114,101 @@ def test_a_malformed_storage_timeout_is_one_line():
                             capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr) == (
         2, "meltwater: MELTWATER_STORAGE_TIMEOUT='soon': expected seconds, e.g. 30\n")
+
+
+# -- the same stores given by FileIO properties (a catalog's, or the Spark source's io.*) ------
+
+def _properties_cases(ports: dict[str, int]) -> dict[str, tuple[str, dict[str, str], str]]:
+    """name -> (table location, FileIO properties, what the line says after the file)."""
+    refused, silent = (f"127.0.0.1:{ports[k]}" for k in ("refused", "silent"))
+    azure = "abfs://c@account.dfs.core.windows.net/db/orders"
+    host = "account.dfs.core.windows.net"
+    key = {"adls.auth.shared-key.account.name": "account",
+           "adls.auth.shared-key.account.key": "a2V5"}
+    no_answer = f"the storage endpoint did not answer within {TIMEOUT_S} s"
+    return {
+        "gs refused": ("gs://bucket/db/orders", {"gcs.service.host": f"http://{refused}",
+                                                 "gcs.no-auth": "true"},
+                       "the storage endpoint cannot be reached"),
+        "gs silent": ("gs://bucket/db/orders", {"gcs.service.host": f"http://{silent}",
+                                                "gcs.no-auth": "true"}, no_answer),
+        # refused: the client's retries may outlast the timeout; either way, one line
+        "abfs refused": (azure, {**key, f"adls.connection-string.{host}":
+                                 f"http://{refused}/account"}, "the storage endpoint"),
+        "abfs silent": (azure, {**key, f"adls.connection-string.{host}":
+                                f"http://{silent}/account"}, no_answer),
+        "abfs silent by connection string": (azure, {"adls.connection-string": (
+            f"AccountName=account;AccountKey=a2V5;BlobEndpoint=http://{silent}/account")},
+            no_answer),
+    }
+
+
+def test_stores_given_by_properties_that_do_not_answer_are_one_line(ports, monkeypatch):
+    """Before, `gcs.service.host` with `gcs.no-auth` looked for Google's default
+    credentials, and no Azure property of Iceberg Java's was read."""
+    from meltwater.planner.errors import StorageError
+    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.table_loading import load_table
+
+    monkeypatch.setenv("MELTWATER_STORAGE_TIMEOUT", str(TIMEOUT_S))
+    for name, (location, properties, problem) in _properties_cases(ports).items():
+        with pytest.raises(StorageError) as raised:
+            load_table(location, PyArrowFileIO(properties))
+        line = str(raised.value)
+        assert "\n" not in line and line.startswith(f"{location}/metadata/"), (name, line)
+        assert problem in line, (name, line)
+
+
+@pytest.mark.parametrize(("properties", "problem"), [
+    ({"gcs.no-auth": "true", "gcs.oauth2.token": "t"},
+     "gcs.no-auth=true and gcs.oauth2.token: give one or the other"),
+    ({"gcs.no-auth": "yes"}, "gcs.no-auth='yes': expected true or false"),
+    ({"gcs.service.host": "127.0.0.1:4443"},
+     "gcs.service.host='127.0.0.1:4443': expected an http:// or https:// URL"),
+    ({"gcs.oauth2.token": "t", "gcs.oauth2.token-expires-at": "tomorrow"},
+     "gcs.oauth2.token-expires-at='tomorrow': expected milliseconds since the epoch"),
+])
+def test_gcs_properties_that_cannot_mean_anything_are_one_line(properties, problem):
+    from meltwater.planner.errors import StorageError
+    from meltwater.planner.fileio import PyArrowFileIO
+
+    with pytest.raises(StorageError) as raised:
+        PyArrowFileIO(properties).exists("gs://bucket/db/orders/metadata/version-hint.text")
+    assert str(raised.value) == f"gs://bucket/db/orders/metadata/version-hint.text: {problem}"
+
+
+@pytest.mark.parametrize(("properties", "problem"), [
+    ({"adls.connection-string.account.dfs.core.windows.net": "http://127.0.0.1:1/other"},
+     "the endpoint's path must be the account name 'account'"),
+    ({"adls.connection-string.account.dfs.core.windows.net": "https://elsewhere.example"},
+     "the endpoint names neither account 'account' in its host"),
+    ({"adls.client-id": "id", "adls.tenant-id": "tenant"},
+     "a service principal needs all three (given: client_id, tenant_id)"),
+    ({"adls.connection-string": "AccountName"}, "expected Key=value;... settings"),
+])
+def test_azure_properties_that_cannot_mean_anything_are_one_line(properties, problem):
+    from meltwater.planner.errors import StorageError
+    from meltwater.planner.fileio import PyArrowFileIO
+
+    location = "abfs://c@account.dfs.core.windows.net/db/orders/metadata/version-hint.text"
+    with pytest.raises(StorageError) as raised:
+        PyArrowFileIO(properties).exists(location)
+    line = str(raised.value)
+    assert "\n" not in line and line.startswith(f"{location}: ") and problem in line, line
+
+
+def test_a_wrong_azure_key_is_one_line_naming_the_credentials(azurite):
+    """Against Azurite, which checks a shared key's signature; before, a traceback."""
+    from meltwater.planner.errors import StorageError
+    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.table_loading import load_table
+
+    host = f"{azurite.account}.dfs.core.windows.net"
+    location = f"abfs://lake@{host}/db/orders"
+    wrong = {**azurite.java_file_io_properties(host),
+             "adls.auth.shared-key.account.key": "d3Jvbmc="}
+    with pytest.raises(StorageError) as raised:
+        load_table(location, PyArrowFileIO(wrong))
+    line = str(raised.value)
+    assert "\n" not in line and line.startswith(f"{location}/metadata/"), line
+    assert "the credentials were rejected or have expired" in line, line
