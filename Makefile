@@ -8,15 +8,17 @@ BIN := $(VENV)/bin
 .PHONY: demo test test-fast lint typecheck sysdeps
 
 # System packages: a JDK and Debian's jarjar for the Iceberg Java writer, a PostgreSQL
-# server the mirror tests start on loopback, and nss_wrapper, which the image's entry point
-# uses (tests/service_tests/test_deploy.py runs it). Needs root.
+# server the mirror tests start on loopback, nss_wrapper, which the image's entry point
+# uses (tests/service_tests/test_deploy.py runs it), and npm, which installs Azurite (the
+# Azure emulator, testbed/azurite_server.py) on first use. Needs root.
 sysdeps:
 	@if ! command -v javac >/dev/null || [ ! -f /usr/share/java/jarjar.jar ] \
 	    || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
-	    || ! ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1; then \
-	  echo "installing the system packages openjdk-17-jdk-headless, libjarjar-java, postgresql and libnss-wrapper (apt-get; minutes)"; \
+	    || ! ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || ! command -v npm >/dev/null; then \
+	  echo "installing the system packages openjdk-17-jdk-headless, libjarjar-java, postgresql, libnss-wrapper and npm (apt-get; minutes)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    openjdk-17-jdk-headless libjarjar-java postgresql libnss-wrapper >/dev/null; \
+	    openjdk-17-jdk-headless libjarjar-java postgresql libnss-wrapper \
+	    $$(command -v npm >/dev/null || echo npm) >/dev/null; \
 	fi
 
 $(BIN)/meltwater: pyproject.toml

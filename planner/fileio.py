@@ -331,8 +331,8 @@ _STORAGE_PROBLEMS = (
     (("access_denied", "accessdenied", "access denied", "forbidden", "http 403",
       "response code 403", "permission denied"), "access denied"),
     (("could not resolve host", "couldn't resolve host", "couldn't connect", "connection refused",
-      "failed to connect", "could not connect", "timed out", "timeout", "curlcode: 6", "curlcode: 7",
-      "curlcode: 28", "network"), "the storage endpoint cannot be reached"),
+      "failed to connect", "could not connect", "timed out", "timeout", "curlcode: 6",
+      "curlcode: 7", "curlcode: 28", "network"), "the storage endpoint cannot be reached"),
 )
 
 

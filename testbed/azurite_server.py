@@ -47,9 +47,13 @@ class AzuriteUnavailableError(RuntimeError):
 
 
 def _one_line(text: str) -> str:
+    """The line of npm's (or Azurite's) stderr that says why: npm's `request to ... failed,
+    reason: ...` when there is one, else its first error line other than the log's path."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if "ERR!" in line or "error" in line.lower()]
-    return (errors or lines or ["no output"])[-1][:300]
+    errors = [line for line in lines
+              if "error" in line.lower() and "complete log" not in line.lower()]
+    reasons = [line for line in errors if "reason" in line.lower()]
+    return (reasons or errors or lines or ["no output"])[0][:300]
 
 
 def ensure_azurite(log: Any = print) -> Path:

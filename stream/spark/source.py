@@ -145,7 +145,12 @@ def stream_schema_for(options: Mapping[str, str]) -> StructType:
 
 def register(spark: Any) -> None:
     """Make `spark.read.format("meltwater")` (and readStream, and SQL `USING meltwater`)
-    available in a session, with filter push-down on."""
+    available in a session, with filter push-down on. A Spark Connect session's server is
+    checked first: its Python must import meltwater (`meltwater.stream.spark.connect`)."""
+    from meltwater.stream.spark.connect import check_server, is_connect_session
+
+    if is_connect_session(spark):
+        check_server(spark)
     spark.dataSource.register(MeltwaterDataSource)
     spark.conf.set(PUSHDOWN_CONF, "true")
 
