@@ -4,7 +4,12 @@
 bucket `<b>` is the local directory `<root>/<b>`; registered as `fs.s3.impl` in the writer
 environment (`writer_env`), Iceberg Java writes a table whose every path says `s3://<b>/...`.
 `upload_objects` then copies such a directory to a real object store byte for byte, under the
-same keys. The S3 corpus (tests/corpus/build.py) and the object-store benchmark's table
+same keys. Registered as `fs.gs.impl` or `fs.abfs.impl` instead, it serves those schemes the
+same way: its URI, and so every path it answers with, takes the scheme and authority it is
+initialized with (its `getScheme()` says "s3" for Hadoop's service loader, which a
+`fs.<scheme>.impl` setting bypasses; the GCS and Azure corpora, tests/corpus/build.py, are
+written so); an Azure authority `container@account host` is one directory,
+`<root>/container@account host`. The S3 corpus (tests/corpus/build.py) and the object-store benchmark's table
 (bench/tables.py) are both written this way.
 
     jar = compile_local_bucket_fs(env, home)   # <home>/jars/meltwater-local-bucket-fs.jar
