@@ -9,8 +9,8 @@ same way: its URI, and so every path it answers with, takes the scheme and autho
 initialized with (its `getScheme()` says "s3" for Hadoop's service loader, which a
 `fs.<scheme>.impl` setting bypasses; the GCS and Azure corpora, tests/corpus/build.py, are
 written so); an Azure authority `container@account host` is one directory,
-`<root>/container@account host`. The S3 corpus (tests/corpus/build.py) and the object-store benchmark's table
-(bench/tables.py) are both written this way.
+`<root>/container@account host`. The S3 corpus (tests/corpus/build.py) and the object-store
+benchmark's table (bench/tables.py) are both written this way.
 
     jar = compile_local_bucket_fs(env, home)   # <home>/jars/meltwater-local-bucket-fs.jar
     # ... run a writer-venv script with `jar` among its Spark jars, fs.s3.impl set ...
