@@ -278,7 +278,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     report["summary"] = {
         "groups": len(planned.groups), "tasks": len(tasks),
         "data_files": len({t.data_file.file_path for t in tasks}),
-        "delete_files": len({d.file.file_path for t in tasks for d in t.deletes}),
+        "delete_files": len({d.file.file_path for t in tasks
+                             for d in t.deletes + t.equality_deletes}),
         "records": sum({t.data_file.file_path: t.data_file.record_count
                         for t in tasks}.values()),
         "bytes": sum(t.length if t.length is not None else t.data_file.file_size_in_bytes
@@ -291,7 +292,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
               "deletes": [{"file": d.file.file_path, "content": int(d.file.content),
                            "dv": d.file.is_deletion_vector,
                            "sequence_number": d.sequence_number}
-                          for d in t.deletes],
+                          for d in t.deletes + t.equality_deletes],
               "residual": str(t.residual)} for t in group.tasks]
             for group in planned.groups]
     with output_destination(None, text=True) as out:

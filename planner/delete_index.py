@@ -11,8 +11,12 @@
   those into the DV, so when a DV applies no position delete file is applied beside it.
 
 Delete files are grouped once when the index is built (per partition, per referenced file,
-global) and each group is sorted by sequence number, so finding a data file's deletes is a
-dictionary lookup and a binary search, not a scan over every delete file.
+global) and each group is sorted by sequence number, so finding a data file's position
+deletes is a dictionary lookup and a binary search, not a scan over every delete file.
+Equality deletes are not matched to data files at all when planning reads: tasks share
+them as one `EqualityDeleteSet` (see `meltwater.planner.tasks`), whose rule the engine
+applies row by row with one lookup, so planning costs data files plus delete files, never
+their product.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from meltwater.planner.errors import CorruptMetadataError
 from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.partitioning import PartitionSpec
 from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID
-from meltwater.planner.tasks import DeleteFileRef
+from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.types import IcebergType, PrimitiveType
 
 # Types whose Python ordering of internal values equals Iceberg's comparator, so bounds can
@@ -82,6 +86,7 @@ class DeleteFileIndex:
             _BySequence)
         self._pos_by_file: dict[str, _BySequence] = defaultdict(_BySequence)
         self._dv_by_file: dict[str, DeleteFileRef] = {}
+        self._equality: EqualityDeleteSet | None = None  # built on first use
         self.size = 0
         for ref in deletes:
             self.add(ref)
@@ -93,6 +98,7 @@ class DeleteFileIndex:
         spec = self._specs.get(delete.spec_id)
         partition_key = delete.partition_key
         if delete.content == FileContent.EQUALITY_DELETES:
+            self._equality = None
             if spec is None or spec.is_unpartitioned:
                 self._global_eq.add(ref)
             else:
@@ -119,24 +125,41 @@ class DeleteFileIndex:
 
     def for_data_file(self, data_seq: int, data_file: DataFile) -> tuple[DeleteFileRef, ...]:
         """The delete files that apply to a data file of sequence number `data_seq`, by the
-        spec's rules (see the module doc)."""
-        path = data_file.file_path
-        dv = self._dv_by_file.get(path)
-        if dv is not None and dv.sequence_number >= data_seq:
-            positional: list[DeleteFileRef] = [dv]
-        else:
-            positional = [ref for ref in self._pos_by_partition_for(data_file, data_seq)
-                          if _may_name_path(ref.file, path)]
-            by_file = self._pos_by_file.get(path)
-            if by_file is not None:
-                positional.extend(by_file.at_least(data_seq))
+        spec's rules (see the module doc), equality deletes pruned by column bounds.
+
+        Scans and change reads do not list equality deletes per file (`positional_for`
+        and `equality_set`); this complete list is for reports and checks."""
         equality = [ref for ref in self._global_eq.after(data_seq)
                     if self._may_share_keys(data_file, ref.file)]
         by_partition = self._eq_by_partition.get(data_file.partition_key)
         if by_partition is not None:
             equality.extend(ref for ref in by_partition.after(data_seq)
                             if self._may_share_keys(data_file, ref.file))
-        return tuple(positional + equality)
+        return self.positional_for(data_seq, data_file) + tuple(equality)
+
+    def positional_for(self, data_seq: int, data_file: DataFile) -> tuple[DeleteFileRef, ...]:
+        """The position delete files and deletion vectors that apply to a data file of
+        sequence number `data_seq`."""
+        path = data_file.file_path
+        dv = self._dv_by_file.get(path)
+        if dv is not None and dv.sequence_number >= data_seq:
+            return (dv,)
+        positional = [ref for ref in self._pos_by_partition_for(data_file, data_seq)
+                      if _may_name_path(ref.file, path)]
+        by_file = self._pos_by_file.get(path)
+        if by_file is not None:
+            positional.extend(by_file.at_least(data_seq))
+        return tuple(positional)
+
+    def equality_set(self) -> EqualityDeleteSet | None:
+        """Every equality delete file of the index, as the set tasks share (None: none)."""
+        if not self._global_eq.refs and not self._eq_by_partition:
+            return None
+        if self._equality is None:
+            scoped = sorted((ref for group in self._eq_by_partition.values()
+                             for ref in group.refs), key=lambda r: r.sequence_number)
+            self._equality = EqualityDeleteSet(tuple(self._global_eq.refs), tuple(scoped))
+        return self._equality
 
     def _pos_by_partition_for(self, data_file: DataFile, data_seq: int) -> list[DeleteFileRef]:
         group = self._pos_by_partition.get(data_file.partition_key)

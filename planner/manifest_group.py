@@ -40,7 +40,7 @@ from meltwater.planner.files import (
 from meltwater.planner.filter_evaluators import FilterEvaluators
 from meltwater.planner.manifests import ManifestReader
 from meltwater.planner.metadata import Snapshot
-from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
 from meltwater.planner.types import Schema
 
 EntryFilter = Callable[[ManifestFile, ManifestEntry], bool]
@@ -273,16 +273,43 @@ class ManifestGroup:
         return index
 
     def plan_files(self, deletes: DeleteFileIndex | None = None) -> list[FileScanTask]:
-        """One task per data file: the file, its applicable deletes and its residual."""
+        """One task per data file: the file, its position deletes, the shared equality
+        deletes (when any applies to it) and its residual."""
         deletes = deletes if deletes is not None else self.delete_index()
+        equality = deletes.equality_set()
         tasks = []
         matched: set[tuple[str, int | None]] = set()
         for _, entry in self.entries():
             data_file = entry.file
-            applied = deletes.for_data_file(entry.sequence_number, data_file)
+            seq = entry.sequence_number
+            applied = deletes.positional_for(seq, data_file)
             matched.update(ref.key for ref in applied)
+            shared = equality if equality is not None and equality.applies_to(
+                seq, data_file) else None
             tasks.append(FileScanTask(
-                data_file=data_file, sequence_number=entry.sequence_number, deletes=applied,
-                residual=self._residual(data_file.spec_id, data_file.partition)))
+                data_file=data_file, sequence_number=seq, deletes=applied,
+                residual=self._residual(data_file.spec_id, data_file.partition),
+                equality=shared))
+        if equality is not None:
+            matched.update(_equality_matched(equality, tasks))
         self.stats.add(delete_files_matched=len(matched), tasks=len(tasks))
         return tasks
+
+
+def _equality_matched(equality: EqualityDeleteSet, tasks: Sequence[FileScanTask]
+                      ) -> set[tuple[str, int | None]]:
+    """The equality delete files that apply to at least one task's data file, by the rule:
+    a global one to any data file older than it, a scoped one to an older one of its
+    partition (the oldest data file per partition decides; no pair is looked at)."""
+    oldest: int | None = None
+    oldest_in: dict[Any, int] = {}
+    for task in tasks:
+        seq, key = task.sequence_number, task.data_file.partition_key
+        oldest = seq if oldest is None else min(oldest, seq)
+        oldest_in[key] = min(oldest_in.get(key, seq), seq)
+    matched = {ref.key for ref in equality.global_refs
+               if oldest is not None and ref.sequence_number > oldest}
+    matched.update(ref.key for ref in equality.scoped_refs
+                   if ref.sequence_number > oldest_in.get(ref.file.partition_key,
+                                                           ref.sequence_number))
+    return matched

@@ -23,9 +23,9 @@ What makes it exact, and what sends a task back to `read_task`:
   first byte lies in its range (as `ParquetSource.batches` selects them), starting at the
   summed row counts of the row groups before it.
 - **Deletes and residual.** Position deletes and deletion vectors are applied with
-  `DeleteLoader.deletion_mask(...).keep`, the residual with `to_arrow_filter`, as in
-  `read_task`. Tasks with equality deletes stay on the per-task path, which owns the
-  equality key matching (see the module's report for the hook that would bring them here).
+  `DeleteLoader.deletion_mask(...).keep`, equality deletes with the scan's one
+  `EqualityLookup` (their key columns read as extra columns where the projection lacks
+  them), the residual with `to_arrow_filter`, as in `read_task`.
 - **Fallback.** Other formats, files on a `FileIO` without `resolve` (a filesystem Arrow
   can open), footers that cannot be read, duplicate top-level names: the per-task path,
   which also names the file in its errors. If the Arrow scan fails midway, the tasks not yet
@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from meltwater.planner.expressions import Expression
 from meltwater.planner.fileio import FileIO
@@ -57,9 +58,19 @@ from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_filter import field_paths
 from meltwater.stream.engine.arrow_schema import field_id, to_arrow_type
 from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask
+from meltwater.stream.engine.equality_lookup import (
+    EqualityLookup,
+    equality_lookup,
+    key_field_ids,
+)
 from meltwater.stream.engine.formats import FileSource, row_group_runs, without_extensions
 from meltwater.stream.engine.projection import FileProjection
-from meltwater.stream.engine.reader import read_task, residual_filter, residual_types
+from meltwater.stream.engine.reader import (
+    key_columns,
+    read_task,
+    residual_filter,
+    residual_types,
+)
 from meltwater.stream.engine.remote_reads import read_each, waits_on_network
 from meltwater.stream.errors import UnreadableFileError
 
@@ -89,6 +100,7 @@ class _TaskState:
     plan: FileProjection
     mask: DeletionMask | None
     row_filter: Any  # pyarrow.compute.Expression | None
+    equality: EqualityLookup | None = None
 
 
 @dataclass
@@ -112,11 +124,23 @@ class _SchemaSource(FileSource):
         self.schema = schema
 
 
-def _extras(projection: Schema, residual: Expression) -> dict[int, pa.DataType | None]:
-    """Columns read only for the residual, as `read_task` asks `FileProjection` for them."""
+def _extras(projection: Schema, residual: Expression, key_ids: frozenset[int]
+            ) -> dict[int, pa.DataType | None]:
+    """Columns read only for the residual or for equality delete keys, as `read_task`
+    asks `FileProjection` for them."""
     in_projection = field_paths(projection)
-    return {fid: to_arrow_type(type_) for fid, type_ in residual_types(residual).items()
-            if fid not in in_projection}
+    extras: dict[int, pa.DataType | None] = {fid: None for fid in sorted(key_ids)
+                                             if fid not in in_projection}
+    extras.update({fid: to_arrow_type(type_) for fid, type_ in residual_types(residual).items()
+                   if fid not in in_projection})
+    return extras
+
+
+def _key_ids(task: FileScanTask) -> frozenset[int]:
+    """The equality key columns reading the task needs."""
+    if task.equality is None:
+        return frozenset()
+    return frozenset(key_field_ids(task.equality, task.sequence_number, task.data_file))
 
 
 def _same_fields(a: pa.Field, b: pa.Field) -> bool:
@@ -159,8 +183,7 @@ def candidates(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
     maybe: list[FileScanTask] = []
     rest: list[FileScanTask] = []
     for task in tasks:
-        if (task.data_file.file_format.upper() == "PARQUET"
-                and not any(d.is_equality for d in task.deletes)):
+        if task.data_file.file_format.upper() == "PARQUET":
             maybe.append(task)
         else:
             rest.append(task)
@@ -207,12 +230,14 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
             rest.append(task)  # the per-task path reports it, naming the file
             continue
         filesystem, path, whole, physical, runs = footer
+        key_ids = _key_ids(task)
         try:
-            extras = extras_of.get(task.residual)
+            extras = extras_of.get((task.residual, key_ids))
             if extras is None:
-                extras = extras_of[task.residual] = _extras(projection, task.residual)
+                extras = extras_of[(task.residual, key_ids)] = _extras(
+                    projection, task.residual, key_ids)
         except TypeError:  # an unhashable literal
-            extras = _extras(projection, task.residual)
+            extras = _extras(projection, task.residual, key_ids)
         plan_key = (physical.remove_metadata().serialize().to_pybytes(),
                     tuple(sorted((fid, str(t)) for fid, t in extras.items())))
         if plan_key not in plans:
@@ -402,6 +427,11 @@ def read_group(group: BulkGroup, read_schema: Schema, io: FileIO, deletes: Delet
             else:
                 batch = state.plan.project(batch)
             keep = state.mask.keep(first, n) if state.mask is not None else None
+            if state.equality is not None:
+                deleted = state.equality.deleted(batch, piece_file(group, piece),
+                                                 group.tasks[piece.task].sequence_number)
+                if deleted is not None:
+                    keep = pc.invert(deleted) if keep is None else pc.and_not(keep, deleted)
             if keep is not None:
                 batch = batch.filter(keep)
             if state.row_filter is not None and batch.num_rows:
@@ -450,7 +480,19 @@ def _state(group: BulkGroup, index: int, read_schema: Schema, deletes: DeleteLoa
         row_filter = filters[key]
     except TypeError:  # an unhashable literal: build it for this task only
         row_filter = residual_filter(task.residual, read_schema, plan)
-    return _TaskState(plan, mask, row_filter)
+    key_ids = _key_ids(task)
+    equality = None
+    if key_ids and task.equality is not None:
+        key_types, key_paths = key_columns(plan, key_ids, field_paths(read_schema))
+        equality = equality_lookup(task.equality, deletes, key_types, key_paths)
+    return _TaskState(plan, mask, row_filter, equality)
+
+
+def piece_file(group: BulkGroup, piece: _Piece) -> DataFile:
+    """The data file a piece reads."""
+    return group.tasks[piece.task].data_file
+
+
 
 
 def _recover(group: BulkGroup, current: int, yielded: set[int], read_schema: Schema,

@@ -9,11 +9,9 @@ once, and turns them into two vectorized tools for `meltwater.stream.engine.read
   covering file positions [first, first + n): two binary searches and one Arrow scatter, no
   per-row Python.
 - `EqualityDeletes`: the key sets of a task's equality delete files, one per distinct
-  `equality_ids` (a row is deleted when it matches any set). Matching is *null-safe*, as the
-  spec requires (a null key in a delete file deletes rows whose key is null), which Arrow's
-  joins are not; so each key column is coded as its index in the set's distinct values
-  (`index_in` with `skip_nulls=False` gives null its own index), codes are combined column by
-  column, and a row matches when its combined code is in the set's.
+  `equality_ids` (a row is deleted when it matches any set), matched null-safely as the
+  spec requires (`meltwater.stream.engine.equality_keys`). A scan's shared equality
+  deletes are one lookup instead (`meltwater.stream.engine.equality_lookup`).
 
 `DeleteLoader` caches what it read (an LRU bounded by Arrow bytes), because one
 partition-scoped position delete file or one equality delete file applies to many data
@@ -50,6 +48,7 @@ from meltwater.planner.files import DataFile
 from meltwater.planner.reserved_field_ids import DELETE_FILE_PATH_ID, DELETE_POS_ID
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import field_id
+from meltwater.stream.engine.equality_keys import EqualityDeletes, EqualityKeySet, common_type
 from meltwater.stream.engine.formats import open_source
 from meltwater.stream.engine.projection import FileProjection, has_field_ids
 from meltwater.stream.engine.remote_reads import read_each, waits_on_network
@@ -94,82 +93,6 @@ def _sorted_int64(chunks: Sequence[pa.Array]) -> pa.Array:
     if merged.null_count:
         merged = merged.drop_null()
     return pc.take(merged, pc.sort_indices(merged))
-
-
-class EqualityKeySet:
-    """Distinct delete keys over some field ids, coded for null-safe membership tests."""
-
-    def __init__(self, field_ids: tuple[int, ...], keys: pa.Table,
-                 paths: dict[int, tuple[str, ...]]) -> None:
-        self.field_ids = field_ids
-        self.paths = [paths[fid] for fid in field_ids]
-        self.types = [keys.schema.field(i).type for i in range(keys.num_columns)]
-        columns = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
-        self.values: list[pa.Array] = []  # distinct values of each key column (null too)
-        self.codes: list[pa.Array] = []  # distinct combined codes after each column
-        combined = None
-        for column in columns:
-            distinct = pc.unique(column)
-            self.values.append(distinct)
-            code = pc.index_in(column, value_set=distinct, skip_nulls=False).cast(pa.int64())
-            if combined is None:
-                combined = code
-            else:
-                combined = pc.add(pc.multiply(combined, len(distinct)), code)
-                seen = pc.unique(combined)
-                self.codes.append(seen)
-                combined = pc.index_in(combined, value_set=seen).cast(pa.int64())
-        self.size = keys.num_rows
-
-    def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray:
-        """True for each row whose key equals a delete key (nulls equal nulls)."""
-        combined = None
-        for j, (path, type_) in enumerate(zip(self.paths, self.types, strict=True)):
-            column = batch.column(path[0])
-            for name in path[1:]:
-                column = pc.struct_field(column, [column.type.get_field_index(name)])
-            if not column.type.equals(type_):
-                column = column.cast(type_, safe=False)
-            code = pc.index_in(column, value_set=self.values[j], skip_nulls=False)
-            if combined is None:
-                combined = code.cast(pa.int64())
-            else:
-                combined = pc.add(pc.multiply(combined, len(self.values[j])),
-                                  code.cast(pa.int64()))
-                combined = pc.index_in(combined, value_set=self.codes[j - 1])
-        return pc.is_valid(combined)
-
-
-class EqualityDeletes:
-    """All equality key sets of one task; a row is deleted when any set matches it."""
-
-    def __init__(self, sets: list[EqualityKeySet]) -> None:
-        self.sets = sets
-
-    def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
-        """Which rows of a batch the task's equality deletes delete; None when it has none."""
-        result = None
-        for key_set in self.sets:
-            hit = key_set.matches(batch)
-            result = hit if result is None else pc.or_(result, hit)
-        return result
-
-
-def common_type(data: pa.DataType, delete: pa.DataType) -> pa.DataType:
-    """The type both sides of an equality key are compared in: the wider of a promotion
-    (an older data file may hold an int the table has since widened to long), else the
-    data's."""
-    if data.equals(delete) or pa.types.is_null(delete):
-        return data
-    if pa.types.is_null(data):
-        return delete
-    if pa.types.is_integer(data) and pa.types.is_integer(delete):
-        return data if data.bit_width >= delete.bit_width else delete
-    if pa.types.is_floating(data) and pa.types.is_floating(delete):
-        return data if data.bit_width >= delete.bit_width else delete
-    if pa.types.is_decimal(data) and pa.types.is_decimal(delete) and data.scale == delete.scale:
-        return data if data.precision >= delete.precision else delete
-    return data
 
 
 class DeleteLoader:
@@ -270,6 +193,12 @@ class DeleteLoader:
                 self._position_file(file)
 
     # -- equality ------------------------------------------------------------------------
+
+    def cached(self, key: Any, load: Callable[[], tuple[Any, int]]) -> Any:
+        """`load()`'s value (with its size in bytes), kept in the loader's cache under
+        `key`: for what is derived from delete files once per reader, as a scan's
+        equality lookup (`meltwater.stream.engine.equality_lookup`)."""
+        return self._cached(key, load)
 
     def equality_keys(self, file: DataFile) -> pa.Table:
         """Distinct keys of an equality delete file, one column per equality field id

@@ -33,7 +33,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
@@ -43,7 +43,7 @@ from meltwater.planner.expressions import AlwaysTrue, BoundPredicate, Expression
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
-from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
 from meltwater.planner.types import NestedField, Schema
 from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter, type_at_path
 from meltwater.stream.engine.arrow_schema import (
@@ -53,7 +53,9 @@ from meltwater.stream.engine.formats import any_between, open_source
 from meltwater.stream.engine.projection import FileProjection
 
 if TYPE_CHECKING:
-    from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask, EqualityDeletes
+    from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask
+    from meltwater.stream.engine.equality_keys import EqualityDeletes
+    from meltwater.stream.engine.equality_lookup import EqualityLookup
 
 DEFAULT_BATCH_SIZE = 131_072
 
@@ -64,22 +66,36 @@ DEFAULT_BATCH_SIZE = 131_072
 
 
 class _DeleteSet:
-    """One set of delete files resolved against one data file: a position mask and the
-    equality key sets, ready to compute a batch's live mask."""
+    """One set of delete files resolved against one data file: a position mask, the
+    equality key sets and the shared equality lookup, ready to compute a batch's live
+    mask."""
 
-    def __init__(self, mask: DeletionMask | None, equality: EqualityDeletes | None) -> None:
+    def __init__(self, mask: DeletionMask | None, equality: EqualityDeletes | None,
+                 shared: _SharedEquality | None = None) -> None:
         self.mask = mask
         self.equality = equality
+        self.shared = shared
 
     def live(self, first: int, batch: pa.RecordBatch) -> pa.BooleanArray | None:
         """True for the rows of a projected batch (file positions [first, first + n)) that
         no delete of the set removes; None when all are live."""
         keep = self.mask.keep(first, batch.num_rows) if self.mask is not None else None
-        if self.equality is not None:
-            deleted = self.equality.matches(batch)
+        for deleted in (self.equality.matches(batch) if self.equality is not None else None,
+                        self.shared.deleted(batch) if self.shared is not None else None):
             if deleted is not None:
                 keep = pc.invert(deleted) if keep is None else pc.and_not(keep, deleted)
         return keep
+
+
+class _SharedEquality(NamedTuple):
+    """A scan's shared equality lookup, applied to one data file's rows."""
+
+    lookup: EqualityLookup
+    data_file: DataFile
+    sequence_number: int
+
+    def deleted(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        return self.lookup.deleted(batch, self.data_file, self.sequence_number)
 
 
 class _OpenFile:
@@ -91,24 +107,44 @@ class _OpenFile:
     def __init__(self, data_file: DataFile, projection: Schema, io: FileIO,
                  delete_sets: Sequence[Sequence[DeleteFileRef]], loader: DeleteLoader,
                  filter_types: dict[int, Any] | None = None,
-                 sequence_number: int | None = None) -> None:
+                 sequence_number: int | None = None,
+                 equality: EqualityDeleteSet | None = None) -> None:
         self.source = open_source(data_file.file_path, data_file.file_format, io)
         self.lineage = _Lineage.for_file(data_file, projection, sequence_number)
         in_projection = field_paths(projection)
         self.in_projection = in_projection
         extra: dict[int, pa.DataType | None] = {}
+        shared_ids: set[int] = set()
+        if equality is not None and sequence_number is not None:
+            from meltwater.stream.engine.equality_lookup import key_field_ids
+
+            shared_ids = key_field_ids(equality, sequence_number, data_file)
         for refs in delete_sets:
             for ref in refs:
                 if ref.is_equality:
                     for fid in ref.file.equality_ids or ():
                         if fid not in in_projection:
                             extra[fid] = None
+        for fid in shared_ids:
+            if fid not in in_projection:
+                extra[fid] = None
         for fid, type_ in (filter_types or {}).items():
             if fid not in in_projection:
                 extra[fid] = to_arrow_type(type_)
         self.plan = FileProjection(self.source, projection, extra)
         self.output_names = [f.name for f in projection.fields]
         self.sets = [self._resolve(refs, data_file.file_path, loader) for refs in delete_sets]
+        if shared_ids and equality is not None and sequence_number is not None:
+            from meltwater.stream.engine.equality_lookup import equality_lookup
+
+            key_types, key_paths = self._key_columns(shared_ids)
+            shared = _SharedEquality(equality_lookup(equality, loader, key_types, key_paths),
+                                     data_file, sequence_number)
+            self.sets = [_DeleteSet(s.mask, s.equality, shared) for s in self.sets]
+
+    def _key_columns(self, field_ids: Iterable[int]
+                     ) -> tuple[dict[int, pa.DataType], dict[int, tuple[str, ...]]]:
+        return key_columns(self.plan, field_ids, self.in_projection)
 
     def _resolve(self, refs: Sequence[DeleteFileRef], data_path: str,
                  loader: DeleteLoader) -> _DeleteSet:
@@ -116,17 +152,8 @@ class _OpenFile:
         equality_files = [d.file for d in refs if d.is_equality]
         equality = None
         if equality_files:
-            plan = self.plan
-            output_schema = pa.schema(list(plan.target) + [
-                pa.field(e.name, plan.extra_type(e)) for e in plan.extras])
-            extra_names = {e.field_id: e.name for e in plan.extras}
-            key_paths: dict[int, tuple[str, ...]] = {}
-            key_types: dict[int, pa.DataType] = {}
-            for file in equality_files:
-                for fid in file.equality_ids or ():
-                    path = self.in_projection.get(fid) or (extra_names[fid],)
-                    key_paths[fid] = path
-                    key_types[fid] = type_at_path(output_schema, path)
+            key_types, key_paths = self._key_columns(
+                {fid for file in equality_files for fid in file.equality_ids or ()})
             equality = loader.equality_deletes(equality_files, key_types, key_paths)
         return _DeleteSet(mask, equality)
 
@@ -138,6 +165,19 @@ class _OpenFile:
         return batch if self.lineage is None else self.lineage.fill(first, batch)
 
 
+
+
+def key_columns(plan: FileProjection, field_ids: Iterable[int],
+                in_projection: dict[int, tuple[str, ...]]
+                ) -> tuple[dict[int, pa.DataType], dict[int, tuple[str, ...]]]:
+    """The type and path (column, then struct fields) of each key column in a file's
+    projected batches, extra columns included: what equality deletes are matched on."""
+    output_schema = pa.schema(list(plan.target) + [
+        pa.field(e.name, plan.extra_type(e)) for e in plan.extras])
+    extra_names = {e.field_id: e.name for e in plan.extras}
+    key_paths = {fid: in_projection.get(fid) or (extra_names[fid],) for fid in field_ids}
+    key_types = {fid: type_at_path(output_schema, path) for fid, path in key_paths.items()}
+    return key_types, key_paths
 
 
 class _Lineage:
@@ -207,7 +247,7 @@ def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
 
     loader = deletes if deletes is not None else DeleteLoader(io)
     opened = _OpenFile(task.data_file, projection, io, [task.deletes], loader,
-                       residual_types(task.residual), task.sequence_number)
+                       residual_types(task.residual), task.sequence_number, task.equality)
     plan = opened.plan
     (delete_set,) = opened.sets
     row_filter = residual_filter(task.residual, projection, plan)

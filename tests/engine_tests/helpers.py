@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
 
 ID = b"PARQUET:field_id"
 
@@ -67,7 +67,12 @@ def write_puffin(path: Path, blob: bytes, referenced: str, cardinality: int) -> 
 
 
 def task(data: DataFile, *deletes: DataFile, **options) -> FileScanTask:
-    return FileScanTask(data, 1, tuple(DeleteFileRef(d, 2) for d in deletes), **options)
+    """A task of sequence number 1 whose delete files (sequence number 2) all apply."""
+    refs = [DeleteFileRef(d, 2) for d in deletes]
+    equality = [r for r in refs if r.is_equality]
+    return FileScanTask(data, 1, tuple(r for r in refs if not r.is_equality),
+                        equality=EqualityDeleteSet(tuple(equality)) if equality else None,
+                        **options)
 
 
 ROW_ID = 2147483544

@@ -9,11 +9,12 @@ manifests, so DV blob offsets come from the Puffin footer (by `referenced-data-f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
 from meltwater.planner.types import Schema, parse_schema
 
 
@@ -41,7 +42,7 @@ def _data_file(f, **extra) -> DataFile:
     return DataFile(
         content=FileContent(int(f.content)), file_path=f.file_path,
         file_format=str(getattr(f.file_format, "value", f.file_format)).upper(),
-        spec_id=f.spec_id or 0, partition=(), record_count=f.record_count,
+        spec_id=f.spec_id or 0, partition=tuple(f.partition), record_count=f.record_count,
         file_size_in_bytes=f.file_size_in_bytes,
         equality_ids=tuple(f.equality_ids) if f.equality_ids else None, **extra)
 
@@ -65,6 +66,14 @@ def plan_tasks(metadata_location: str, snapshot_id: int) -> list[FileScanTask]:
     data = [e for e in entries if int(e.data_file.content) == 0]
     deletes = [e for e in entries if int(e.data_file.content) != 0]
     tasks = []
+    global_eq, scoped_eq = [], []
+    for x in deletes:
+        if int(x.data_file.content) == 2:
+            ref = DeleteFileRef(_data_file(x.data_file), x.sequence_number)
+            (global_eq if specs[x.data_file.spec_id].is_unpartitioned() else scoped_eq).append(ref)
+    equality = EqualityDeleteSet(
+        tuple(sorted(global_eq, key=lambda r: r.sequence_number)),
+        tuple(sorted(scoped_eq, key=lambda r: r.sequence_number))) if deletes else None
     for d in data:
         df = d.data_file
         refs = []
@@ -78,8 +87,7 @@ def plan_tasks(metadata_location: str, snapshot_id: int) -> list[FileScanTask]:
                         refs.append(DeleteFileRef(dv, x.sequence_number))
                 else:
                     refs.append(DeleteFileRef(_data_file(f), x.sequence_number))
-            elif int(f.content) == 2 and x.sequence_number > d.sequence_number and (
-                    same_partition or specs[f.spec_id].is_unpartitioned()):
-                refs.append(DeleteFileRef(_data_file(f), x.sequence_number))
-        tasks.append(FileScanTask(_data_file(df), d.sequence_number, tuple(refs)))
+        task = FileScanTask(_data_file(df), d.sequence_number, tuple(refs), equality=equality)
+        tasks.append(task if task.has_equality_deletes
+                     else dataclasses.replace(task, equality=None))
     return tasks

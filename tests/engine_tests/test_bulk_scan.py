@@ -219,7 +219,7 @@ def test_residual_on_a_column_outside_the_output(tmp_path) -> None:
 # -- where the fast path must not go ---------------------------------------------------------
 
 
-def test_equality_deletes_other_formats_and_bad_footers_fall_back(tmp_path) -> None:
+def test_equality_deletes_in_bulk_other_formats_and_bad_footers_fall_back(tmp_path) -> None:
     plain = _ids_file(tmp_path, 6, "plain.parquet")
     with_eq = _ids_file(tmp_path, 6, "eq_data.parquet", start=10)
     eq = equality_deletes(tmp_path / "eq.parquet",
@@ -232,9 +232,15 @@ def test_equality_deletes_other_formats_and_bad_footers_fall_back(tmp_path) -> N
                         orc_path.stat().st_size)
     tasks = [task(plain), task(with_eq, eq), task(orc_file)]
     groups, rest = bulk_scan.partition(tasks, ID_NAME, IO)
-    assert [t.data_file.file_path for g in groups for t in g.tasks] == [plain.file_path]
-    assert rest == tasks[1:]
+    assert [t.data_file.file_path for g in groups for t in g.tasks] == [
+        plain.file_path, with_eq.file_path]
+    assert rest == tasks[2:]
     assert ids(both(tasks, ID_NAME)) == [0, 1, 2, 3, 4, 5, 10, 12, 13, 14, 15, 20, 21]
+    # an equality key outside the projection is read for the lookup, then dropped
+    names = Schema((NestedField(2, "name", STRING),))
+    assert sorted(read(tasks[:2], names, bulk=True).column("name").to_pylist()) == sorted(
+        read(tasks[:2], names, bulk=False).column("name").to_pylist())
+    assert read(tasks[:2], names, bulk=True).num_rows == 11
 
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 not really")

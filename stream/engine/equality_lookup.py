@@ -1,0 +1,151 @@
+"""A table state's equality deletes as one lookup: key -> the newest delete sequence number.
+
+A row is deleted by equality deletes when some delete file of its scope (global, or its own
+partition) with a greater data sequence number than the row's file holds the row's key. So
+per scope and set of equality field ids, all that matters of the delete files is, for each
+key, the greatest sequence number of a delete file holding it: the row is deleted exactly
+when that number exceeds its data file's. `EqualityLookup` keeps that, built once from
+every delete file of an `EqualityDeleteSet` (the one a scan's tasks share), and answers
+per batch with one hash lookup per key column: the cost of a scan is its rows plus the
+delete files' keys, where matching every data file against the union of the delete files
+that apply to it costs (data files x deleted keys).
+
+Keys are matched null-safely and across type promotions as `EqualityKeySet` matches them
+(`meltwater.stream.engine.deletes`).
+
+Worked example: deletes E1 (sequence 5, keys {1, 2}) and E2 (sequence 8, keys {2, 3}),
+both global. The lookup holds 1 -> 5, 2 -> 8, 3 -> 8. In a data file of sequence 6, key 1
+is live (5 < 6), keys 2 and 3 are deleted (8 > 6); in one of sequence 9, all are live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from meltwater.planner.files import DataFile
+from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet
+from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.equality_keys import EqualityKeySet, common_type
+from meltwater.stream.errors import CorruptDeleteFileError
+
+_SEQ = "__meltwater_sequence_number"
+
+Scope = Any  # None for global deletes, else a data file's `partition_key`
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The delete files of one scope over one set of equality field ids, as distinct keys
+    with the greatest sequence number holding each (`max_seqs[code]`)."""
+
+    scope: Scope
+    field_ids: tuple[int, ...]
+    keys: EqualityKeySet
+    max_seqs: pa.Array  # int64, indexed by the key set's codes
+    newest: int  # the greatest sequence number of the group's delete files
+
+    def deleted(self, batch: pa.RecordBatch, data_seq: int) -> pa.BooleanArray | None:
+        """Which rows a delete of the group newer than `data_seq` holds the key of."""
+        if self.newest <= data_seq:
+            return None
+        codes = self.keys.codes_of(batch)
+        newest = pc.take(self.max_seqs, codes)
+        return pc.fill_null(pc.greater(newest, pa.scalar(data_seq, pa.int64())), False)
+
+
+class EqualityLookup:
+    """Every equality delete of a set, grouped by scope and equality field ids (see the
+    module doc). Built by `equality_lookup`, which caches it in the reader's
+    `DeleteLoader` so every task of a scan shares one."""
+
+    def __init__(self, groups: Sequence[_Group]) -> None:
+        self._global = [g for g in groups if g.scope is None]
+        self._scoped: dict[Scope, list[_Group]] = {}
+        for group in groups:
+            if group.scope is not None:
+                self._scoped.setdefault(group.scope, []).append(group)
+        self.nbytes = sum(g.keys.nbytes + g.max_seqs.nbytes for g in groups)
+
+    def groups_for(self, data_file: DataFile) -> list[_Group]:
+        """The groups whose deletes may apply to rows of `data_file`."""
+        return self._global + self._scoped.get(data_file.partition_key, [])
+
+    def deleted(self, batch: pa.RecordBatch, data_file: DataFile, data_seq: int
+                ) -> pa.BooleanArray | None:
+        """Which rows of a batch of `data_file` (data sequence number `data_seq`) equality
+        deletes remove; None when none can. The batch holds every key column at the
+        paths the lookup was built with."""
+        result = None
+        for group in self.groups_for(data_file):
+            hit = group.deleted(batch, data_seq)
+            if hit is not None:
+                result = hit if result is None else pc.or_(result, hit)
+        return result
+
+
+def key_field_ids(equality: EqualityDeleteSet, data_seq: int, data_file: DataFile
+                  ) -> set[int]:
+    """The field ids a reader needs to apply the set to rows of one data file."""
+    return {fid for ref in equality.applying_to(data_seq, data_file)
+            for fid in ref.file.equality_ids or ()}
+
+
+def equality_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
+                    key_types: Mapping[int, pa.DataType],
+                    key_paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup:
+    """The set's lookup for batches whose key columns have `key_types` at `key_paths`
+    (field id -> type, path), cached in `loader`: built once per scan and key typing."""
+    signature = tuple(sorted((fid, str(t), key_paths[fid]) for fid, t in key_types.items()))
+    return loader.cached(("equality-lookup", equality.key, signature),
+                         lambda: _build(equality, loader, key_types, key_paths))
+
+
+def _build(equality: EqualityDeleteSet, loader: DeleteLoader,
+           key_types: Mapping[int, pa.DataType], key_paths: Mapping[int, tuple[str, ...]]
+           ) -> tuple[EqualityLookup, int]:
+    members: dict[tuple[Scope, tuple[int, ...]], list[DeleteFileRef]] = {}
+    for scope, refs in ((None, equality.global_refs), (True, equality.scoped_refs)):
+        for ref in refs:
+            ids = tuple(ref.file.equality_ids or ())
+            if not ids:
+                raise CorruptDeleteFileError(f"{ref.file.file_path}: equality delete file "
+                                             "without equality field ids")
+            if any(fid not in key_types for fid in ids):
+                continue  # the caller reads rows no delete of these ids can reach
+            key = None if scope is None else ref.file.partition_key
+            members.setdefault((key, ids), []).append(ref)
+    groups = [group for (scope, ids), refs in members.items()
+              if (group := _group(scope, ids, refs, loader, key_types, key_paths)) is not None]
+    lookup = EqualityLookup(groups)
+    return lookup, lookup.nbytes
+
+
+def _group(scope: Scope, ids: tuple[int, ...], refs: list[DeleteFileRef],
+           loader: DeleteLoader, key_types: Mapping[int, pa.DataType],
+           key_paths: Mapping[int, tuple[str, ...]]) -> _Group | None:
+    names = [str(fid) for fid in ids]
+    tables = [(ref.sequence_number, loader.equality_keys(ref.file)) for ref in refs]
+    types = [key_types[fid] for fid in ids]
+    for _, table in tables:
+        types = [common_type(type_, table.schema.field(name).type)
+                 for type_, name in zip(types, names, strict=True)]
+    schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
+    parts = [table.select(names).cast(schema).append_column(
+                 _SEQ, pa.repeat(pa.scalar(seq, pa.int64()), table.num_rows))
+             for seq, table in tables if table.num_rows]
+    if not parts:
+        return None
+    keyed = pa.concat_tables(parts).combine_chunks()
+    keys = EqualityKeySet(ids, keyed.select(names), dict(key_paths))
+    codes = keys.row_codes
+    newest = pa.table({"code": codes, "seq": keyed.column(_SEQ)}).group_by(
+        "code", use_threads=False).aggregate([("seq", "max")])
+    max_seqs = pc.scatter(newest.column("seq_max").combine_chunks(),
+                          newest.column("code").combine_chunks(),
+                          max_index=keys.code_count - 1)
+    return _Group(scope, ids, keys, max_seqs, max(seq for seq, _ in tables))
