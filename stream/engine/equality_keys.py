@@ -25,9 +25,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# pyarrow 26 added `search_sorted`; with an older pyarrow every key is hashed.
-HAS_SEARCH_SORTED = hasattr(pc, "search_sorted")
-
 
 def common_type(data: pa.DataType, delete: pa.DataType) -> pa.DataType:
     """The type both sides of an equality key are compared in: the wider of a promotion
@@ -67,7 +64,7 @@ class EqualityKeySet:
         self.types = [keys.schema.field(i).type for i in range(keys.num_columns)]
         columns = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
         self.size = keys.num_rows
-        self.sorted = HAS_SEARCH_SORTED and len(columns) == 1 and _is_ordered(self.types[0])
+        self.sorted = len(columns) == 1 and _is_ordered(self.types[0])
         self.values: list[pa.Array] = []  # distinct values of each key column (null too)
         self.codes: list[pa.Array] = []  # distinct combined codes after each column
         if self.sorted:

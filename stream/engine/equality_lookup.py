@@ -40,13 +40,17 @@ Scope = Any  # None for global deletes, else a data file's `partition_key`
 
 @dataclass(frozen=True)
 class _Group:
-    """The delete files of one scope over one set of equality field ids, as distinct keys
-    with the greatest sequence number holding each (`max_seqs[code]`)."""
+    """The delete files of one scope over one set of equality field ids: distinct keys,
+    the greatest sequence number holding each (`max_seqs[code]`), and every (key, sequence
+    number) pair, sorted, for the first delete after a given one (`history`: each pair as
+    `code * stride + sequence number`, `stride` above every sequence number)."""
 
     scope: Scope
     field_ids: tuple[int, ...]
     keys: EqualityKeySet
     max_seqs: pa.Array  # int64, indexed by the key set's codes
+    history: pa.Array  # int64, ascending
+    stride: int
     newest: int  # the greatest sequence number of the group's delete files
 
     def deleted(self, batch: pa.RecordBatch, data_seq: int) -> pa.BooleanArray | None:
@@ -56,6 +60,22 @@ class _Group:
         codes = self.keys.codes_of(batch)
         newest = pc.take(self.max_seqs, codes)
         return pc.fill_null(pc.greater(newest, pa.scalar(data_seq, pa.int64())), False)
+
+    def first_after(self, batch: pa.RecordBatch, data_seq: int) -> pa.Array | None:
+        """Per row, the least sequence number above `data_seq` of a delete of the group
+        holding its key (null: none); None when no delete of the group is that new."""
+        if self.newest <= data_seq:
+            return None
+        codes = self.keys.codes_of(batch)
+        stride = pa.scalar(self.stride, pa.int64())
+        needles = pc.add(pc.multiply(codes, stride), pa.scalar(data_seq + 1, pa.int64()))
+        index = pc.search_sorted(self.history, needles).cast(pa.int64())
+        last = pa.scalar(len(self.history) - 1, pa.int64())
+        found = pc.take(self.history, pc.min_element_wise(index, last))
+        same_key = pc.and_(pc.less(index, pa.scalar(len(self.history), pa.int64())),
+                           pc.equal(pc.divide(found, stride), codes))
+        seqs = pc.subtract(found, pc.multiply(pc.divide(found, stride), stride))
+        return pc.if_else(same_key, seqs, pa.scalar(None, pa.int64()))
 
 
 class EqualityLookup:
@@ -85,6 +105,19 @@ class EqualityLookup:
             hit = group.deleted(batch, data_seq)
             if hit is not None:
                 result = hit if result is None else pc.or_(result, hit)
+        return result
+
+    def first_after(self, batch: pa.RecordBatch, data_file: DataFile, data_seq: int
+                    ) -> pa.Array | None:
+        """Per row of a batch of `data_file`, the sequence number of the first equality
+        delete to remove it (null: none does); None when no delete can. A row is deleted
+        in the table state of sequence number s exactly when that number is <= s, as long
+        as no delete file of the lookup was removed before s."""
+        result = None
+        for group in self.groups_for(data_file):
+            first = group.first_after(batch, data_seq)
+            if first is not None:
+                result = first if result is None else pc.min_element_wise(result, first)
         return result
 
 
@@ -143,9 +176,18 @@ def _group(scope: Scope, ids: tuple[int, ...], refs: list[DeleteFileRef],
     keyed = pa.concat_tables(parts).combine_chunks()
     keys = EqualityKeySet(ids, keyed.select(names), dict(key_paths))
     codes = keys.row_codes
-    newest = pa.table({"code": codes, "seq": keyed.column(_SEQ)}).group_by(
+    seqs = keyed.column(_SEQ).combine_chunks()
+    newest = pa.table({"code": codes, "seq": seqs}).group_by(
         "code", use_threads=False).aggregate([("seq", "max")])
     max_seqs = pc.scatter(newest.column("seq_max").combine_chunks(),
                           newest.column("code").combine_chunks(),
                           max_index=keys.code_count - 1)
-    return _Group(scope, ids, keys, max_seqs, max(seq for seq, _ in tables))
+    top = max(seq for seq, _ in tables)
+    stride = top + 1
+    if keys.code_count * stride >= 1 << 62:
+        raise CorruptDeleteFileError(f"equality deletes of sequence numbers up to {top} over "
+                                     f"{keys.code_count} keys: beyond what the lookup indexes")
+    pairs = pc.add(pc.multiply(codes, pa.scalar(stride, pa.int64())), seqs)
+    history = pc.unique(pairs)
+    history = history.take(pc.array_sort_indices(history))
+    return _Group(scope, ids, keys, max_seqs, history, stride, top)
