@@ -31,7 +31,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from meltwater.planner.change_tasks import AddedRowsTask, ChangeTask, DeletedRowsTask
+from meltwater.planner.change_tasks import (
+    AddedRowsTask,
+    ChangeTask,
+    DeletedRowsTask,
+    EqualityDeletedRowsTask,
+)
 from meltwater.planner.partitioning import PartitionSpec
 
 
@@ -42,7 +47,8 @@ def is_one_way(tasks: Sequence[ChangeTask]) -> bool:
     if all(isinstance(t, AddedRowsTask) for t in tasks):
         return True
     return not any(isinstance(t, AddedRowsTask) for t in tasks) and all(
-        not isinstance(t, DeletedRowsTask) or not t.may_undelete for t in tasks)
+        not isinstance(t, (DeletedRowsTask, EqualityDeletedRowsTask)) or not t.may_undelete
+        for t in tasks)
 
 
 class _UnionFind:
@@ -120,20 +126,16 @@ def commit_units(tasks: Sequence[ChangeTask], specs: dict[int, PartitionSpec],
     rows = _UnionFind(n)
     groups: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
     for index, task in enumerate(tasks):
-        file = task.data_file
-        groups.setdefault(file.partition_key,
-                          []).append(index)
+        for key in _partition_keys(task):
+            groups.setdefault(key, []).append(index)
     for members in groups.values():
         rows.union_all(members)
     _join_groups(rows, groups, specs, None)
-    by_delete: dict[tuple[str, int | None], list[int]] = {}
-    for index, task in enumerate(tasks):
-        if isinstance(task, DeletedRowsTask):
-            for ref in task.added_deletes:
-                if ref.is_equality:
-                    by_delete.setdefault(ref.key, []).append(index)
-    for members in by_delete.values():
-        rows.union_all(members)
+    # The tasks an equality delete the commit changed reaches stay together, so its rows
+    # (`trust-payload`) are emitted once.
+    rows.union_all([index for index, task in enumerate(tasks)
+                    if isinstance(task, EqualityDeletedRowsTask)
+                    or (isinstance(task, DeletedRowsTask) and task.equality is not None)])
     # Key groups: a coarser relation over the same groups, only key-sourced fields count.
     keys = _UnionFind(n)
     for index in range(n):
@@ -149,6 +151,13 @@ def commit_units(tasks: Sequence[ChangeTask], specs: dict[int, PartitionSpec],
     key_groups = tuple(key_roots.setdefault(keys.find(unit[0]), len(key_roots))
                        for unit in units)
     return CommitUnits(units, key_groups, False)
+
+
+def _partition_keys(task: ChangeTask) -> list[tuple[int, tuple[Any, ...]]]:
+    """The (spec, partition) keys of the data files a task reads."""
+    if isinstance(task, EqualityDeletedRowsTask):
+        return list(dict.fromkeys(ref.file.partition_key for ref in task.candidates))
+    return [task.data_file.partition_key]
 
 
 def _join_groups(found: _UnionFind, groups: dict[tuple[int, tuple[Any, ...]], list[int]],

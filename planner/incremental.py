@@ -1,23 +1,22 @@
 """Incremental planning: the change tasks of every commit in a range (from, to].
 
-A commit's own manifest list is enough to plan its changes. Manifests a commit wrote
-(`added_snapshot_id` is the commit) hold the entries it ADDED or DELETED; every other live
-entry was already live at its parent. So the parent's state is the commit's state minus
-what it added plus what it deleted, and planning never reads the parent's manifest list
-(which also works when the parent has expired).
+A commit's own manifests say what it changed: those it wrote (`added_snapshot_id` is the
+commit) hold the entries it ADDED or DELETED (`CommitDelta`). Everything else planning
+needs, the live data files its deletes may reach and the deletes that applied to them
+before and after it, is the table's state (`meltwater.planner.table_state`): read from the
+first commit's manifests once (its state minus its delta is its parent's, so planning never
+reads the parent's manifest list, which also works when the parent has expired), then
+carried from commit to commit by their deltas. A range of many commits is planned in one
+pass: each manifest read once, each delete file indexed once, and a commit's work is its
+own files (and, for an equality delete, the data files it may reach).
 
-Older manifests are read only for context, pruned by partition summaries against the
-partitions the commit's delete files touch: the live data files those deletes may hit, and
-the delete files that already applied to them. `ManifestGroup` reads and prunes all of
-them (`IncrementalPlanner`). Manifests are cached by path, so a stream advancing one
-commit at a time decodes each manifest once. `replace` commits (compaction, delete-file
-rewrites) change no rows and are skipped without reading anything.
+`replace` commits (compaction, delete-file rewrites) change no rows: they yield no tasks,
+and only their deltas are read, to carry the state on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from meltwater.planner.change_range import ChangeRange
 from meltwater.planner.change_tasks import (
@@ -27,78 +26,30 @@ from meltwater.planner.change_tasks import (
     CommitChanges,
     DeletedDataFileTask,
     DeletedRowsTask,
+    EqualityChange,
+    EqualityDeletedRowsTask,
 )
-from meltwater.planner.delete_index import DeleteFileIndex, referenced_data_file
-from meltwater.planner.expressions import TRUE, Expression
-from meltwater.planner.files import DataFile, EntryStatus, FileContent, ManifestEntry, ManifestFile
+from meltwater.planner.delete_index import referenced_data_file
+from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
+from meltwater.planner.files import DataFile, EntryStatus, ManifestFile
 from meltwater.planner.filter_evaluators import FilterEvaluators
-from meltwater.planner.manifest_group import CHANGED, ManifestGroup, PlanStats, listed_manifests
+from meltwater.planner.manifest_group import PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
-from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.planner.partition_set import PartitionSet
+from meltwater.planner.metadata import Snapshot
 from meltwater.planner.table_loading import Table
-from meltwater.planner.tasks import DeleteFileRef
+from meltwater.planner.table_state import CommitDelta, TableState
+from meltwater.planner.tasks import DataFileRef, EqualityDeleteSet
 
 NO_CHANGE_OPERATIONS = frozenset({"replace"})
 
 
-class _DeleteReach:
-    """What a commit's delete files reach: named data files, partitions, or everything.
-
-    A file-scoped delete (a deletion vector, or a position delete file naming one data
-    file) reaches only that file; its partition only narrows the manifests searched for
-    it (`listed_in`). When every delete is file-scoped, the manifests need only be
-    searched for those paths (`ManifestReader.entries_naming`).
-    """
-
-    def __init__(self, metadata: TableMetadata) -> None:
-        self.specs = metadata.specs
-        self.partitions = PartitionSet(metadata.specs, metadata.schema)
-        self.listed_in = PartitionSet(metadata.specs, metadata.schema)
-        self.files: set[str] = set()
-
-    def add(self, delete: DataFile) -> None:
-        spec = self.specs.get(delete.spec_id)
-        target = referenced_data_file(delete)
-        if delete.content == FileContent.EQUALITY_DELETES and (spec is None
-                                                               or spec.is_unpartitioned):
-            self.partitions.add_everything()
-            self.listed_in.add_everything()
-            return
-        if target is not None and delete.content == FileContent.POSITION_DELETES:
-            self.files.add(target)
-        else:
-            self.partitions.add(delete.spec_id, delete.partition)
-        self.listed_in.add(delete.spec_id, delete.partition)
-
-    def is_empty(self) -> bool:
-        return self.listed_in.is_empty()
-
-    def only_files(self) -> bool:
-        """Every delete names its data file: nothing else in any partition is reached."""
-        return bool(self.files) and self.partitions.is_empty()
-
-    def reaches(self, file: DataFile) -> bool:
-        return file.file_path in self.files or (file.spec_id, file.partition) in self.partitions
-
-
 class IncrementalPlanner:
-    """Plans the change tasks of commits; one instance per table metadata.
+    """Plans the change tasks of commits of one table, carrying its state from each commit
+    to the next (see the module doc); one instance per change read or stream.
 
-    As in Iceberg Java's incremental scans, planning a commit is choosing manifests and
-    entries and turning entries into tasks; reading and pruning the manifests (file
-    counts, partition summaries, the row filter's partition and metrics evaluation,
-    `PlanStats`) is `ManifestGroup`'s. Per commit, four groups:
-
-    - the data manifests the commit wrote, for the data files it added and removed;
-    - the delete manifests it wrote, for the delete files it added and removed;
-    - every live data file those deletes reach (`_DeleteReach`), for the older files
-      whose applicable deletes changed;
-    - every live delete file of the partitions of all those data files, for the deletes
-      that applied to each before and after the commit.
-
-    The row filter prunes data files only: a delete file changes the rows of every data
-    file its key or position reaches, whatever its own columns' values.
+    The row filter prunes data files only (by partition values and column metrics, as a
+    scan prunes them): a delete file changes the rows of every data file its key or
+    position reaches, whatever its own columns' values.
     """
 
     def __init__(self, table: Table, row_filter: Expression = TRUE, *,
@@ -109,21 +60,55 @@ class IncrementalPlanner:
         self.reader = ManifestReader(self.metadata, table.io, cache)
         self.row_filter = row_filter
         self.stats = stats or PlanStats()
-        schema, specs = self.metadata.schema, self.metadata.specs
-        self._filtered = FilterEvaluators(schema, row_filter, specs)
-        self._unfiltered = FilterEvaluators(schema, TRUE, specs)
+        self._filtered = (None if isinstance(row_filter, AlwaysTrue) else
+                          FilterEvaluators(self.metadata.schema, row_filter,
+                                           self.metadata.specs))
+        self._may_match: dict[str, bool] = {}
+        self._state: TableState | None = None
 
-    def _data(self, manifests: list[ManifestFile], **choices: Any) -> list[ManifestEntry]:
-        """The entries `choices` ask for, of data files that may hold rows the filter keeps."""
-        group = ManifestGroup(self.reader, self.metadata.schema, manifests,
-                              row_filter=self.row_filter, evaluators=self._filtered,
-                              stats=self.stats, **choices)
-        return [entry for _, entry in group.entries()]
+    def use_metadata(self, table: Table) -> None:
+        """Plan with a newer metadata file of the same table (a stream's reload): the
+        carried state stays valid, files being immutable; specs and schemas only grow."""
+        if table.metadata is self.metadata:
+            return
+        self.table, self.metadata = table, table.metadata
+        self.reader = ManifestReader(self.metadata, table.io, self.reader.cache)
+        if self._state is not None:
+            self._state.specs = self.metadata.specs
+            self._state.field_types = self.metadata.field_types
 
-    def _deletes(self, manifests: list[ManifestFile], **choices: Any) -> list[ManifestEntry]:
-        group = ManifestGroup(self.reader, self.metadata.schema, (), manifests,
-                              evaluators=self._unfiltered, stats=self.stats, **choices)
-        return [entry for _, entry in group.entries(deletes=True)]
+    # -- the state ----------------------------------------------------------------------
+
+    def _delta(self, snapshot: Snapshot, manifests: list[ManifestFile]) -> CommitDelta:
+        """What the commit changed: its own manifests' ADDED and DELETED entries."""
+        sid = snapshot.snapshot_id
+        written = [m for m in manifests if m.added_snapshot_id == sid]
+        entries = [e for m in written for e in self.reader.entries(m)
+                   if e.snapshot_id == sid and e.status != EntryStatus.EXISTING]
+        self.stats.add(manifests_read=len(written))
+        return CommitDelta.of(entries)
+
+    def _state_before(self, snapshot: Snapshot, manifests: list[ManifestFile],
+                      delta: CommitDelta) -> TableState:
+        """The state at the commit's parent, from the commit's manifests."""
+        entries = [e for m in manifests for e in self.reader.entries(m)]
+        self.stats.add(manifests_read=len(manifests))
+        after = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
+                              self.metadata.field_types)
+        return after.reverted(snapshot.parent_id, delta)
+
+    def _matches(self, ref: DataFileRef) -> bool:
+        """Whether the row filter may keep rows of the data file (partition values and
+        column metrics, evaluated once per file)."""
+        if self._filtered is None:
+            return True
+        path = ref.file.file_path
+        found = self._may_match.get(path)
+        if found is None:
+            found = self._may_match[path] = self._filtered.file_may_match(ref.file)
+        return found
+
+    # -- planning -----------------------------------------------------------------------
 
     def plan_commit(self, snapshot: Snapshot, ordinal: int, *,
                     appends_only: bool = False) -> CommitChanges:
@@ -131,106 +116,126 @@ class IncrementalPlanner:
         `appends_only`, only the files an append added."""
         commit = ChangeCommit(ordinal, snapshot.snapshot_id, snapshot.sequence_number,
                               snapshot.timestamp_ms, snapshot.operation)
+        data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
+        manifests = data_manifests + delete_manifests
+        delta = self._delta(snapshot, manifests)
+        state = self._state
+        if state is None or state.snapshot_id != snapshot.parent_id \
+                or snapshot.parent_id is None:
+            state = self._state_before(snapshot, manifests, delta)
+        after = state.advanced(snapshot.snapshot_id, delta)
+        self._state = after
+        self.stats.add(data_files_considered=len(delta.added_data) + len(delta.removed_data),
+                       delete_files_considered=len(delta.added_deletes)
+                       + len(delta.removed_deletes))
         if snapshot.operation in NO_CHANGE_OPERATIONS or (
                 appends_only and snapshot.operation != "append"):
             return CommitChanges(commit, ())
-        data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
-        sid = snapshot.snapshot_id
-
-        def written(manifests: list[ManifestFile]) -> list[ManifestFile]:
-            """Manifests the commit wrote: only they hold what it added or removed."""
-            return [m for m in manifests if m.added_snapshot_id == sid]
-
-        def by_commit(_manifest: ManifestFile, entry: ManifestEntry) -> bool:
-            return entry.snapshot_id == sid
-
         if appends_only:
-            appended = [AddedRowsTask(commit, e.file, e.sequence_number)
-                        for e in self._data(written(data_manifests),
-                                            statuses=frozenset({EntryStatus.ADDED}),
-                                            entry_filter=by_commit)]
-            self.stats.add(tasks=len(appended))
-            return CommitChanges(commit, tuple(appended))
-        changed_data = self._data(written(data_manifests), statuses=CHANGED,
-                                  entry_filter=by_commit)
-        added_data = [e for e in changed_data if e.status == EntryStatus.ADDED]
-        removed_data = [e for e in changed_data if e.status == EntryStatus.DELETED]
-        changed_deletes = self._deletes(written(delete_manifests), statuses=CHANGED,
-                                        entry_filter=by_commit)
-        added_deletes = [e for e in changed_deletes if e.status == EntryStatus.ADDED]
-        removed_deletes = [e for e in changed_deletes if e.status == EntryStatus.DELETED]
-
-        reach = _DeleteReach(self.metadata)
-        for entry in added_deletes + removed_deletes:
-            reach.add(entry.file)
-        affected: list[ManifestEntry] = []
-        if not reach.is_empty():
-            def reached(_manifest: ManifestFile, entry: ManifestEntry) -> bool:
-                """An older live file (not one the commit added) a delete reaches."""
-                return not (entry.status == EntryStatus.ADDED and entry.snapshot_id == sid) \
-                    and reach.reaches(entry.file)
-
-            affected = self._data(data_manifests, entry_filter=reached,
-                                  partition_filter=reach.listed_in.filter_for,
-                                  file_paths=reach.files if reach.only_files() else None)
-        # Delete files that may apply to the data files this commit removes or affects.
-        context = PartitionSet(self.metadata.specs, self.metadata.schema)
-        for entry in removed_data + affected + added_data:
-            context.add(entry.file.spec_id, entry.file.partition)
-        before, after = self._delete_indexes(sid, delete_manifests, context,
-                                             added_deletes, removed_deletes)
-        tasks: list[ChangeTask] = []
-        for entry in removed_data:
-            tasks.append(DeletedDataFileTask(
-                commit, entry.file, entry.sequence_number,
-                before.for_data_file(entry.sequence_number, entry.file)))
-        for entry in affected:
-            was = before.for_data_file(entry.sequence_number, entry.file)
-            now = after.for_data_file(entry.sequence_number, entry.file)
-            was_keys = {r.key for r in was}
-            if was_keys == {r.key for r in now}:
-                continue
-            tasks.append(DeletedRowsTask(
-                commit, entry.file, entry.sequence_number, was, now,
-                tuple(r for r in now if r.key not in was_keys)))
-        for entry in added_data:
-            tasks.append(AddedRowsTask(
-                commit, entry.file, entry.sequence_number,
-                after.for_data_file(entry.sequence_number, entry.file)))
-        self.stats.add(tasks=len(tasks), delete_files_matched=len(added_deletes))
+            tasks: list[ChangeTask] = [
+                AddedRowsTask(commit, ref.file, ref.sequence_number)
+                for ref in delta.added_data if self._matches(ref)]
+            self.stats.add(tasks=len(tasks))
+            return CommitChanges(commit, tuple(tasks))
+        tasks = self._tasks(commit, state, after, delta)
+        self.stats.add(tasks=len(tasks), delete_files_matched=len(delta.added_deletes))
         return CommitChanges(commit, tuple(tasks))
 
-    def _delete_indexes(self, sid: int, delete_manifests: list[ManifestFile],
-                        context: PartitionSet, added: list[ManifestEntry],
-                        removed: list[ManifestEntry]) -> tuple[DeleteFileIndex,
-                                                                DeleteFileIndex]:
-        """Delete indexes before and after the commit, for the data files of `context`."""
-        specs, types = self.metadata.specs, self.metadata.field_types
-        before = DeleteFileIndex(specs, types)
-        after = DeleteFileIndex(specs, types)
-        if context.is_empty() or not delete_manifests:
-            return before, after
+    def _tasks(self, commit: ChangeCommit, before: TableState, after: TableState,
+               delta: CommitDelta) -> list[ChangeTask]:
+        tasks: list[ChangeTask] = []
+        equality = self._equality_change(before, after, delta)
+        for ref in delta.removed_data:
+            if self._matches(ref):
+                tasks.append(DeletedDataFileTask(
+                    commit, ref.file, ref.sequence_number, before.positional_for(ref),
+                    _applying(before, ref)))
+        positional = self._positional_changes(commit, before, after, delta, equality)
+        tasks.extend(positional)
+        if equality is not None and (equality.added or equality.removed):
+            own = {task.data_file.file_path for task in positional}
+            candidates = self._candidates(after, delta, own)
+            if candidates:
+                tasks.append(EqualityDeletedRowsTask(commit, candidates, equality,
+                                                     before.positional_index))
+        for ref in delta.added_data:
+            if self._matches(ref):
+                tasks.append(AddedRowsTask(commit, ref.file, ref.sequence_number,
+                                           after.positional_for(ref), _applying(after, ref)))
+        return tasks
 
-        def partitions(spec_id: int) -> Expression:
-            """Deletes of an unpartitioned spec (global equality deletes) may apply to
-            data files of every partition."""
-            spec = specs.get(spec_id)
-            return TRUE if spec is not None and spec.is_unpartitioned \
-                else context.filter_for(spec_id)
+    def _equality_change(self, before: TableState, after: TableState,
+                         delta: CommitDelta) -> EqualityChange | None:
+        """The commit's equality deletes (None: there are none before or after it)."""
+        added, removed = delta.equality_added, delta.equality_removed
+        if before.equality_set is None and after.equality_set is None:
+            return None
+        global_keys = frozenset(ref.key for ref in added + removed
+                                if _is_global(after, ref.file))
+        return EqualityChange(before.equality_set, after.equality_set, added, removed,
+                              global_keys)
 
-        added_keys = {e.file.key for e in added}
-        for entry in self._deletes(delete_manifests, partition_filter=partitions):
-            ref = DeleteFileRef(entry.file, entry.sequence_number)
-            after.add(ref)
-            is_new = entry.snapshot_id == sid and entry.status == EntryStatus.ADDED
-            if not is_new or entry.file.key not in added_keys:
-                before.add(ref)
-        for entry in removed:
-            before.add(DeleteFileRef(entry.file, entry.sequence_number))
-        return before, after
+    def _positional_changes(self, commit: ChangeCommit, before: TableState,
+                            after: TableState, delta: CommitDelta,
+                            equality: EqualityChange | None) -> list[DeletedRowsTask]:
+        """A task for each older live data file whose position deletes or DVs changed."""
+        changed = delta.positional_changed
+        if not changed:
+            return []
+        added_here = {ref.file.file_path for ref in delta.added_data}
+        reached: dict[str, DataFileRef] = {}
+        for delete in changed:
+            target = referenced_data_file(delete.file)
+            if target is not None:
+                found = after.data.get(target)
+                members = [found] if found is not None else []
+            else:
+                members = list(after.in_partition(delete.file.partition_key))
+            for ref in members:
+                if ref.file.file_path not in added_here and self._matches(ref):
+                    reached[ref.file.file_path] = ref
+        tasks = []
+        for ref in reached.values():
+            was = before.positional_for(ref)
+            now = after.positional_for(ref)
+            was_keys = {r.key for r in was}
+            if was_keys == {r.key for r in now} and not (
+                    equality is not None and equality.changed_for(ref)):
+                continue
+            tasks.append(DeletedRowsTask(
+                commit, ref.file, ref.sequence_number, was, now,
+                tuple(r for r in now if r.key not in was_keys), equality))
+        return tasks
+
+    def _candidates(self, after: TableState, delta: CommitDelta, own: set[str]
+                    ) -> tuple[DataFileRef, ...]:
+        """The older live data files the commit's equality deletes may reach, but those
+        with a task of their own (and those the row filter rules out)."""
+        added_here = {ref.file.file_path for ref in delta.added_data}
+        found: dict[str, DataFileRef] = {}
+        for delete in delta.equality_added + delta.equality_removed:
+            for ref in after.reached_by(delete):
+                path = ref.file.file_path
+                if path not in own and path not in added_here and path not in found \
+                        and self._matches(ref):
+                    found[path] = ref
+        return tuple(found.values())
 
     def plan(self, change_range: ChangeRange, *,
              appends_only: bool = False) -> Iterator[CommitChanges]:
         """The changes of each commit in the range, planned lazily, oldest first."""
         for ordinal, snapshot in enumerate(change_range.commits):
             yield self.plan_commit(snapshot, ordinal, appends_only=appends_only)
+
+
+def _is_global(state: TableState, delete: DataFile) -> bool:
+    spec = state.specs.get(delete.spec_id)
+    return spec is None or spec.is_unpartitioned
+
+
+def _applying(state: TableState, ref: DataFileRef) -> EqualityDeleteSet | None:
+    """The state's equality delete set when any of it applies to the data file."""
+    equality = state.equality_set
+    if equality is None or not equality.applies_to(ref.sequence_number, ref.file):
+        return None
+    return equality

@@ -22,6 +22,7 @@ from meltwater.planner.change_tasks import (
     ChangeTask,
     CommitChanges,
     DeletedRowsTask,
+    EqualityDeletedRowsTask,
 )
 from meltwater.planner.commit_units import CommitSplit, is_one_way
 from meltwater.planner.errors import OffsetError
@@ -123,16 +124,22 @@ def _delete_bytes(refs: Sequence[DeleteFileRef]) -> int:
 
 
 def task_cost(task: ChangeTask) -> Cost:
-    """One data file; its rows (an upper bound on its change rows); its bytes and those of
-    the delete files it reads."""
-    if isinstance(task, DeletedRowsTask):
-        deletes = task.deletes_before + task.deletes_after
-    elif isinstance(task, AddedRowsTask):
-        deletes = task.deletes
+    """The data files a task may read, their rows (an upper bound on its change rows), and
+    their bytes with those of the delete files listed for them (and the equality deletes a
+    commit added, which every task of it shares)."""
+    if isinstance(task, EqualityDeletedRowsTask):
+        files = [ref.file for ref in task.candidates]
+        deletes: Sequence[DeleteFileRef] = task.equality.added + task.equality.removed
     else:
-        deletes = task.existing_deletes
-    data = task.data_file
-    return Cost(1, data.record_count, data.file_size_in_bytes + _delete_bytes(deletes))
+        files = [task.data_file]
+        if isinstance(task, DeletedRowsTask):
+            deletes = task.deletes_before + task.deletes_after
+        elif isinstance(task, AddedRowsTask):
+            deletes = task.deletes
+        else:
+            deletes = task.existing_deletes
+    return Cost(len(files), sum(f.record_count for f in files),
+                sum(f.file_size_in_bytes for f in files) + _delete_bytes(deletes))
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,14 @@ class DeleteFileRef:
 
 
 @dataclass(frozen=True)
+class DataFileRef:
+    """A live data file with its data sequence number (what decides which deletes apply)."""
+
+    file: DataFile
+    sequence_number: int
+
+
+@dataclass(frozen=True)
 class EqualityDeleteSet:
     """The live equality delete files of one table state, shared by the tasks reading in it
     instead of listed on each.

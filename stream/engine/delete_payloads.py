@@ -24,7 +24,11 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.change_tasks import CommitChanges, DeletedRowsTask
+from meltwater.planner.change_tasks import (
+    CommitChanges,
+    DeletedRowsTask,
+    EqualityDeletedRowsTask,
+)
 from meltwater.planner.fileio import FileIO
 from meltwater.planner.files import DataFile
 from meltwater.planner.reserved_field_ids import (
@@ -32,11 +36,12 @@ from meltwater.planner.reserved_field_ids import (
     DELETE_POS_ID,
     DELETE_ROW_ID,
 )
-from meltwater.planner.tasks import DeleteFileRef
+from meltwater.planner.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.types import NestedField, Schema, StructType
 from meltwater.stream.engine.arrow_filter import field_paths, type_at_path
 from meltwater.stream.engine.arrow_schema import field_id, to_arrow_schema
 from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.equality_lookup import equality_lookup, for_set, key_field_ids
 from meltwater.stream.engine.formats import open_source
 from meltwater.stream.engine.projection import FileProjection
 
@@ -60,18 +65,23 @@ class DeletePayloads:
         self.paths = field_paths(projection)
         self._payloads: dict[str, _Payload | None] = {}  # per commit: added files only
 
-    def deleted_rows(self, data_path: str, before: tuple[DeleteFileRef, ...],
+    def deleted_rows(self, data: DataFileRef, before: tuple[DeleteFileRef, ...],
                      after: tuple[DeleteFileRef, ...], added: tuple[DeleteFileRef, ...],
-                     trusted: list[DeleteFileRef]) -> list[pa.RecordBatch] | None:
+                     equality: EqualityDeleteSet | None) -> list[pa.RecordBatch] | None:
         """DELETE rows from the `row` payloads of the added position deletes, or None when
-        the fast path does not apply (the caller then reads the data file)."""
+        the fast path does not apply (the caller then reads the data file). `equality` are
+        the equality deletes live before (and after: the commit did not change them for
+        this file)."""
         if not added or delete_keys(after) != delete_keys(before) | delete_keys(added) or (
                 delete_keys(before) & delete_keys(added)):
             return None
         if not all(d.is_position and not d.file.is_deletion_vector for d in added):
             return None
-        equality = [d.file for d in before if d.is_equality] + [d.file for d in trusted]
-        key_ids = sorted({fid for f in equality for fid in f.equality_ids or ()})
+        data_path = data.file.file_path
+        applying = (None if equality is None
+                    or not equality.applies_to(data.sequence_number, data.file) else equality)
+        key_ids = sorted(key_field_ids(applying, data.sequence_number, data.file)
+                         if applying is not None else ())
         parts = []
         for ref in added:
             payload = self._payload(ref.file)
@@ -91,18 +101,18 @@ class DeletePayloads:
                                       pc.not_equal(pos.slice(1), pos.slice(0, len(pos) - 1))])
             table, pos = table.filter(first), pos.filter(first)
         # Positions already deleted before the commit are not deleted again.
-        mask = self.loader.deletion_mask([d.file for d in before if d.is_position], data_path)
+        mask = self.loader.deletion_mask([d.file for d in before], data_path)
         if mask is not None and table.num_rows:
             table = table.filter(pc.invert(pc.is_in(pos, value_set=mask.positions)))
-        if equality and table.num_rows:
+        if applying is not None and table.num_rows:
             key_paths = {fid: self.paths.get(fid) or (_key_column(fid),) for fid in key_ids}
             key_types = {fid: type_at_path(table.schema, key_paths[fid]) for fid in key_ids}
-            sets = self.loader.equality_deletes(equality, key_types, key_paths)
-            if sets is not None:
-                batch = table.combine_chunks().to_batches()[0]
-                hit = sets.matches(batch)
-                if hit is not None:
-                    table = table.filter(pc.invert(hit))
+            lookup = equality_lookup(applying, self.loader,
+                                     *for_set(applying, key_types, key_paths))
+            batch = table.combine_chunks().to_batches()[0]
+            hit = lookup.deleted(batch, data.file, data.sequence_number)
+            if hit is not None:
+                table = table.filter(pc.invert(hit))
         return table.select(self.table_schema.names).cast(self.table_schema).to_batches(
             max_chunksize=self.batch_size)
 
@@ -114,16 +124,19 @@ class DeletePayloads:
 
     def trusted_files(self, commit: CommitChanges) -> dict[str, DataFile]:
         """Equality delete files added by the commit that hold every projected column, so
-        their rows can be emitted as they are (with `trust-payload`)."""
+        their rows can be emitted as they are (with `trust-payload`): those of the commit's
+        equality change, when a task reads rows it may delete."""
         target = pa.struct(list(self.table_schema))
         found: dict[str, DataFile] = {}
         seen: set[str] = set()
         for task in commit.tasks:
-            if not isinstance(task, DeletedRowsTask):
+            change = getattr(task, "equality", None)
+            if not isinstance(task, (DeletedRowsTask, EqualityDeletedRowsTask)) \
+                    or change is None:
                 continue
-            for ref in task.added_deletes:
+            for ref in change.added:
                 path = ref.file.file_path
-                if not ref.is_equality or path in seen:
+                if path in seen:
                     continue
                 seen.add(path)
                 source = open_source(path, ref.file.file_format, self.io)

@@ -78,22 +78,41 @@ class _Group:
         return pc.if_else(same_key, seqs, pa.scalar(None, pa.int64()))
 
 
+class _Layer:
+    """The groups built from some of a set's delete files."""
+
+    def __init__(self, equality: EqualityDeleteSet, groups: Sequence[_Group]) -> None:
+        self.equality = equality  # the delete files the layer holds
+        self.globals = [g for g in groups if g.scope is None]
+        self.scoped: dict[Scope, list[_Group]] = {}
+        for group in groups:
+            if group.scope is not None:
+                self.scoped.setdefault(group.scope, []).append(group)
+        self.size = sum(g.keys.size for g in groups)
+        self.nbytes = sum(g.keys.nbytes + g.max_seqs.nbytes + g.history.nbytes
+                          for g in groups)
+
+    def groups_for(self, data_file: DataFile) -> list[_Group]:
+        return self.globals + self.scoped.get(data_file.partition_key, [])
+
+
 class EqualityLookup:
     """Every equality delete of a set, grouped by scope and equality field ids (see the
     module doc). Built by `equality_lookup`, which caches it in the reader's
-    `DeleteLoader` so every task of a scan shares one."""
+    `DeleteLoader` so every task of a scan shares one.
 
-    def __init__(self, groups: Sequence[_Group]) -> None:
-        self._global = [g for g in groups if g.scope is None]
-        self._scoped: dict[Scope, list[_Group]] = {}
-        for group in groups:
-            if group.scope is not None:
-                self._scoped.setdefault(group.scope, []).append(group)
-        self.nbytes = sum(g.keys.nbytes + g.max_seqs.nbytes for g in groups)
+    A lookup is a few layers, each built from some of the set's delete files: a change
+    read over many commits extends the lookup of the deletes live before a commit by the
+    ones it added (`extended`) instead of building the next commit's anew, and merges
+    layers of like size, so each delete key is merged a logarithmic number of times."""
+
+    def __init__(self, layers: Sequence[_Layer]) -> None:
+        self.layers = tuple(layers)
+        self.nbytes = sum(layer.nbytes for layer in self.layers)
 
     def groups_for(self, data_file: DataFile) -> list[_Group]:
         """The groups whose deletes may apply to rows of `data_file`."""
-        return self._global + self._scoped.get(data_file.partition_key, [])
+        return [g for layer in self.layers for g in layer.groups_for(data_file)]
 
     def deleted(self, batch: pa.RecordBatch, data_file: DataFile, data_seq: int
                 ) -> pa.BooleanArray | None:
@@ -120,6 +139,35 @@ class EqualityLookup:
                 result = first if result is None else pc.min_element_wise(result, first)
         return result
 
+    def extended(self, added: EqualityDeleteSet, loader: DeleteLoader,
+                 key_types: Mapping[int, pa.DataType],
+                 key_paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup:
+        """This lookup with `added`'s delete files too (a new lookup; this one stays)."""
+        layers = [*self.layers, _layer(added, loader, key_types, key_paths)]
+        while len(layers) > 1 and layers[-2].size <= 2 * layers[-1].size:
+            upper, lower = layers.pop(), layers.pop()
+            merged = EqualityDeleteSet(
+                lower.equality.global_refs + upper.equality.global_refs,
+                lower.equality.scoped_refs + upper.equality.scoped_refs)
+            layers.append(_layer(merged, loader, key_types, key_paths))
+        return EqualityLookup(layers)
+
+
+def set_field_ids(equality: EqualityDeleteSet) -> set[int]:
+    """Every field id the set's delete files key on."""
+    return {fid for ref in equality.global_refs + equality.scoped_refs
+            for fid in ref.file.equality_ids or ()}
+
+
+def for_set(equality: EqualityDeleteSet, key_types: Mapping[int, pa.DataType],
+            key_paths: Mapping[int, tuple[str, ...]]
+            ) -> tuple[dict[int, pa.DataType], dict[int, tuple[str, ...]]]:
+    """The key types and paths of the fields the set keys on: what its lookup is built
+    and cached with, so readers of the same columns share one."""
+    ids = set_field_ids(equality)
+    return ({fid: t for fid, t in key_types.items() if fid in ids},
+            {fid: p for fid, p in key_paths.items() if fid in ids})
+
 
 def key_field_ids(equality: EqualityDeleteSet, data_seq: int, data_file: DataFile
                   ) -> set[int]:
@@ -133,14 +181,39 @@ def equality_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
                     key_paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup:
     """The set's lookup for batches whose key columns have `key_types` at `key_paths`
     (field id -> type, path), cached in `loader`: built once per scan and key typing."""
-    signature = tuple(sorted((fid, str(t), key_paths[fid]) for fid, t in key_types.items()))
-    return loader.cached(("equality-lookup", equality.key, signature),
+    return loader.cached(_cache_key(equality, key_types, key_paths),
                          lambda: _build(equality, loader, key_types, key_paths))
+
+
+def extended_lookup(base: EqualityLookup, added: EqualityDeleteSet, after: EqualityDeleteSet,
+                    loader: DeleteLoader, key_types: Mapping[int, pa.DataType],
+                    key_paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup:
+    """The lookup of `after`, which is `base`'s set plus `added`: `base` extended, and
+    cached as `after`'s, so the next commit of a range finds the deletes live before it
+    already looked up."""
+    def extend() -> tuple[EqualityLookup, int]:
+        lookup = base.extended(added, loader, key_types, key_paths)
+        return lookup, lookup.nbytes
+
+    return loader.cached(_cache_key(after, key_types, key_paths), extend)
+
+
+def _cache_key(equality: EqualityDeleteSet, key_types: Mapping[int, pa.DataType],
+               key_paths: Mapping[int, tuple[str, ...]]) -> tuple[Any, ...]:
+    signature = tuple(sorted((fid, str(t), key_paths[fid]) for fid, t in key_types.items()))
+    return ("equality-lookup", equality.key, signature)
 
 
 def _build(equality: EqualityDeleteSet, loader: DeleteLoader,
            key_types: Mapping[int, pa.DataType], key_paths: Mapping[int, tuple[str, ...]]
            ) -> tuple[EqualityLookup, int]:
+    lookup = EqualityLookup([_layer(equality, loader, key_types, key_paths)])
+    return lookup, lookup.nbytes
+
+
+def _layer(equality: EqualityDeleteSet, loader: DeleteLoader,
+           key_types: Mapping[int, pa.DataType], key_paths: Mapping[int, tuple[str, ...]]
+           ) -> _Layer:
     members: dict[tuple[Scope, tuple[int, ...]], list[DeleteFileRef]] = {}
     for scope, refs in ((None, equality.global_refs), (True, equality.scoped_refs)):
         for ref in refs:
@@ -154,8 +227,7 @@ def _build(equality: EqualityDeleteSet, loader: DeleteLoader,
             members.setdefault((key, ids), []).append(ref)
     groups = [group for (scope, ids), refs in members.items()
               if (group := _group(scope, ids, refs, loader, key_types, key_paths)) is not None]
-    lookup = EqualityLookup(groups)
-    return lookup, lookup.nbytes
+    return _Layer(equality, groups)
 
 
 def _group(scope: Scope, ids: tuple[int, ...], refs: list[DeleteFileRef],

@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -49,12 +50,12 @@ from meltwater.stream.engine.arrow_filter import field_paths, to_arrow_filter, t
 from meltwater.stream.engine.arrow_schema import (
     to_arrow_type,
 )
+from meltwater.stream.engine.equality_lookup import equality_lookup, for_set, key_field_ids
 from meltwater.stream.engine.formats import any_between, open_source
 from meltwater.stream.engine.projection import FileProjection
 
 if TYPE_CHECKING:
     from meltwater.stream.engine.deletes import DeleteLoader, DeletionMask
-    from meltwater.stream.engine.equality_keys import EqualityDeletes
     from meltwater.stream.engine.equality_lookup import EqualityLookup
 
 DEFAULT_BATCH_SIZE = 131_072
@@ -66,24 +67,21 @@ DEFAULT_BATCH_SIZE = 131_072
 
 
 class _DeleteSet:
-    """One set of delete files resolved against one data file: a position mask, the
-    equality key sets and the shared equality lookup, ready to compute a batch's live
-    mask."""
+    """One set of delete files resolved against one data file: a position mask and the
+    shared equality lookup, ready to compute a batch's live mask."""
 
-    def __init__(self, mask: DeletionMask | None, equality: EqualityDeletes | None,
-                 shared: _SharedEquality | None = None) -> None:
+    def __init__(self, mask: DeletionMask | None, shared: _SharedEquality | None = None
+                 ) -> None:
         self.mask = mask
-        self.equality = equality
         self.shared = shared
 
     def live(self, first: int, batch: pa.RecordBatch) -> pa.BooleanArray | None:
         """True for the rows of a projected batch (file positions [first, first + n)) that
         no delete of the set removes; None when all are live."""
         keep = self.mask.keep(first, batch.num_rows) if self.mask is not None else None
-        for deleted in (self.equality.matches(batch) if self.equality is not None else None,
-                        self.shared.deleted(batch) if self.shared is not None else None):
-            if deleted is not None:
-                keep = pc.invert(deleted) if keep is None else pc.and_not(keep, deleted)
+        deleted = self.shared.deleted(batch) if self.shared is not None else None
+        if deleted is not None:
+            keep = pc.invert(deleted) if keep is None else pc.and_not(keep, deleted)
         return keep
 
 
@@ -108,54 +106,38 @@ class _OpenFile:
                  delete_sets: Sequence[Sequence[DeleteFileRef]], loader: DeleteLoader,
                  filter_types: dict[int, Any] | None = None,
                  sequence_number: int | None = None,
-                 equality: EqualityDeleteSet | None = None) -> None:
+                 equality: Sequence[EqualityDeleteSet | None] = ()) -> None:
         self.source = open_source(data_file.file_path, data_file.file_format, io)
         self.lineage = _Lineage.for_file(data_file, projection, sequence_number)
         in_projection = field_paths(projection)
         self.in_projection = in_projection
-        extra: dict[int, pa.DataType | None] = {}
-        shared_ids: set[int] = set()
-        if equality is not None and sequence_number is not None:
-            from meltwater.stream.engine.equality_lookup import key_field_ids
-
-            shared_ids = key_field_ids(equality, sequence_number, data_file)
-        for refs in delete_sets:
-            for ref in refs:
-                if ref.is_equality:
-                    for fid in ref.file.equality_ids or ():
-                        if fid not in in_projection:
-                            extra[fid] = None
-        for fid in shared_ids:
-            if fid not in in_projection:
-                extra[fid] = None
+        # the equality deletes of each delete set that apply to the file, and their keys
+        applying = [e if e is not None and sequence_number is not None
+                    and e.applies_to(sequence_number, data_file) else None
+                    for e in (equality or [None] * len(delete_sets))]
+        key_ids = {fid for e in applying if e is not None and sequence_number is not None
+                   for fid in key_field_ids(e, sequence_number, data_file)}
+        extra: dict[int, pa.DataType | None] = {fid: None for fid in sorted(key_ids)
+                                                if fid not in in_projection}
         for fid, type_ in (filter_types or {}).items():
             if fid not in in_projection:
                 extra[fid] = to_arrow_type(type_)
         self.plan = FileProjection(self.source, projection, extra)
         self.output_names = [f.name for f in projection.fields]
-        self.sets = [self._resolve(refs, data_file.file_path, loader) for refs in delete_sets]
-        if shared_ids and equality is not None and sequence_number is not None:
-            from meltwater.stream.engine.equality_lookup import equality_lookup
-
-            key_types, key_paths = self._key_columns(shared_ids)
-            shared = _SharedEquality(equality_lookup(equality, loader, key_types, key_paths),
-                                     data_file, sequence_number)
-            self.sets = [_DeleteSet(s.mask, s.equality, shared) for s in self.sets]
+        key_types, key_paths = self._key_columns(key_ids)
+        self.sets = []
+        for refs, shared in zip(delete_sets, applying, strict=True):
+            mask = loader.deletion_mask([d.file for d in refs], data_file.file_path)
+            lookup = None
+            if shared is not None and sequence_number is not None:
+                lookup = _SharedEquality(
+                    equality_lookup(shared, loader, *for_set(shared, key_types, key_paths)),
+                    data_file, sequence_number)
+            self.sets.append(_DeleteSet(mask, lookup))
 
     def _key_columns(self, field_ids: Iterable[int]
                      ) -> tuple[dict[int, pa.DataType], dict[int, tuple[str, ...]]]:
         return key_columns(self.plan, field_ids, self.in_projection)
-
-    def _resolve(self, refs: Sequence[DeleteFileRef], data_path: str,
-                 loader: DeleteLoader) -> _DeleteSet:
-        mask = loader.deletion_mask([d.file for d in refs if d.is_position], data_path)
-        equality_files = [d.file for d in refs if d.is_equality]
-        equality = None
-        if equality_files:
-            key_types, key_paths = self._key_columns(
-                {fid for file in equality_files for fid in file.equality_ids or ()})
-            equality = loader.equality_deletes(equality_files, key_types, key_paths)
-        return _DeleteSet(mask, equality)
 
     def without_extras(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         return batch.select(self.output_names) if self.plan.extras else batch
@@ -247,7 +229,7 @@ def read_task(task: FileScanTask, projection: Schema, io: FileIO, *,
 
     loader = deletes if deletes is not None else DeleteLoader(io)
     opened = _OpenFile(task.data_file, projection, io, [task.deletes], loader,
-                       residual_types(task.residual), task.sequence_number, task.equality)
+                       residual_types(task.residual), task.sequence_number, [task.equality])
     plan = opened.plan
     (delete_set,) = opened.sets
     row_filter = residual_filter(task.residual, projection, plan)
@@ -279,8 +261,13 @@ def read_with_delete_sets(data_file: DataFile, projection: Schema, io: FileIO,
                           deletes: DeleteLoader | None = None,
                           positions_of_interest: pa.Array | None = None,
                           sequence_number: int | None = None,
+                          equality: Sequence[EqualityDeleteSet | None] = (),
                           ) -> Iterator[MaskedBatch]:
     """Read a data file once and say, per delete set, which of its rows are live.
+
+    `delete_sets` are position deletes and DVs; `equality`, when given, the equality
+    delete set that goes with each (its members that apply to the file, by
+    `sequence_number`, count).
 
     A change task compares a file's rows under the deletes that applied before a commit
     and after it; reading the file once for both halves the I/O of the common case, an
@@ -302,7 +289,7 @@ def read_with_delete_sets(data_file: DataFile, projection: Schema, io: FileIO,
             return
         wanted = _int64_view(positions_of_interest)
     opened = _OpenFile(data_file, projection, io, delete_sets, loader,
-                       sequence_number=sequence_number)
+                       sequence_number=sequence_number, equality=equality)
     plan = opened.plan
     for first, batch in opened.source.batches(plan.selection, batch_size, rows=wanted):
         n = batch.num_rows
@@ -311,6 +298,29 @@ def read_with_delete_sets(data_file: DataFile, projection: Schema, io: FileIO,
         batch = opened.project(first, batch)
         live = [s.live(first, batch) for s in opened.sets]
         yield MaskedBatch(first, opened.without_extras(batch), live)
+
+
+def read_rows_at(data_file: DataFile, projection: Schema, io: FileIO, positions: pa.Array,
+                 *, sequence_number: int | None = None,
+                 deletes: DeleteLoader | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+    """The rows at `positions` (sorted, distinct file positions) of a data file, projected
+    as `read_task` projects them, in position order: only the row groups (and batches of
+    other formats) holding one of them are read."""
+    if len(positions) == 0:
+        return
+    positions = positions.cast(pa.int64())
+    view = _int64_view(positions)
+    for item in read_with_delete_sets(data_file, projection, io, [], batch_size=batch_size,
+                                      deletes=deletes, positions_of_interest=positions,
+                                      sequence_number=sequence_number):
+        n = item.batch.num_rows
+        lo = bisect.bisect_left(view, item.first)
+        hi = bisect.bisect_left(view, item.first + n, lo)
+        if hi > lo:
+            offsets = pc.subtract(positions.slice(lo, hi - lo),
+                                  pa.scalar(item.first, pa.int64()))
+            yield item.batch.take(offsets)
 
 
 def _int64_view(positions: pa.Array) -> Sequence[int]:

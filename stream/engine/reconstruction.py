@@ -46,6 +46,8 @@ from meltwater.planner.change_tasks import (
     CommitChanges,
     DeletedDataFileTask,
     DeletedRowsTask,
+    EqualityChange,
+    EqualityDeletedRowsTask,
 )
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
 from meltwater.planner.fileio import FileIO
@@ -55,7 +57,7 @@ from meltwater.planner.reserved_field_ids import (
     CHANGE_TYPE_ID,
     COMMIT_SNAPSHOT_ID_ID,
 )
-from meltwater.planner.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet, FileScanTask
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_constants import constant_array
 from meltwater.stream.engine.arrow_filter import to_arrow_filter
@@ -75,6 +77,7 @@ from meltwater.stream.engine.change_schema import (
 )
 from meltwater.stream.engine.delete_payloads import DeletePayloads, delete_keys
 from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.equality_changes import EqualityRows
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
 from meltwater.stream.engine.updates import (
     deletes_first,
@@ -188,6 +191,7 @@ class _CommitRun:
         # equality delete files whose rows are emitted as they are: only with trust-payload
         self.trusted = ({} if options.equality_deletes != EqualityDeletes.TRUST_PAYLOAD
                         else self.payloads.trusted_files(commit))
+        self._equality: EqualityRows | None = None
 
     # -- orchestration ---------------------------------------------------------------------
 
@@ -196,7 +200,8 @@ class _CommitRun:
         leaving = [t for t in tasks if not isinstance(t, AddedRowsTask)]
         arriving = [t for t in tasks if isinstance(t, AddedRowsTask)]
         compare = not self.options.keep_carryover or self.options.pairs_updates
-        may_undelete = any(isinstance(t, DeletedRowsTask) and t.may_undelete for t in leaving)
+        may_undelete = any(isinstance(t, (DeletedRowsTask, EqualityDeletedRowsTask))
+                           and t.may_undelete for t in leaving)
         if compare and leaving and (arriving or may_undelete):
             yield from self._compared(self._raw(leaving, arriving))
             return
@@ -221,7 +226,7 @@ class _CommitRun:
             yield from self._filtered(INSERT, [batch])
         for task in arriving:
             yield from self._filtered(INSERT, self._read(task.data_file, task.sequence_number,
-                                                         task.deletes))
+                                                         task.deletes, task.equality))
 
     def _filtered(self, change_type: str, batches: Iterable[pa.RecordBatch]
                   ) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -289,58 +294,80 @@ class _CommitRun:
     # -- the three task kinds ------------------------------------------------------------
 
     def _read(self, data_file: DataFile, sequence_number: int,
-              deletes: tuple[DeleteFileRef, ...]) -> Iterator[pa.RecordBatch]:
-        task = FileScanTask(data_file, sequence_number, deletes)
+              deletes: tuple[DeleteFileRef, ...], equality: EqualityDeleteSet | None = None
+              ) -> Iterator[pa.RecordBatch]:
+        task = FileScanTask(data_file, sequence_number, deletes, equality=equality)
         return read_task(task, self.projection, self.io, batch_size=self.batch_size,
                          deletes=self.loader)
 
     def _task_changes(self, task: ChangeTask) -> Iterator[tuple[str, pa.RecordBatch]]:
         if isinstance(task, DeletedDataFileTask):
             for batch in self._read(task.data_file, task.sequence_number,
-                                    task.existing_deletes):
+                                    task.existing_deletes, task.equality):
                 yield DELETE, batch
         elif isinstance(task, DeletedRowsTask):
             yield from self._deleted_rows(task)
+        elif isinstance(task, EqualityDeletedRowsTask):
+            yield from self._equality_rows(task.equality).changes(task)
         else:
             raise TypeError(f"not a change task: {task!r}")
 
-    def _deleted_rows(self, task: DeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
-        trusted = [d for d in task.added_deletes
-                   if d.is_equality and d.file.file_path in self.trusted]
-        trusted_keys = delete_keys(trusted)
-        after = tuple(d for d in task.deletes_after if d.key not in trusted_keys)
-        added = tuple(d for d in task.added_deletes if d.key not in trusted_keys)
-        before = task.deletes_before
-        if delete_keys(after) == delete_keys(before):
-            return  # nothing changed for this file but trusted equality deletes
-        payload = self.payloads.deleted_rows(task.data_file.file_path, before, after, added,
-                                             trusted)
-        if payload is not None:
-            for batch in payload:
-                yield DELETE, batch
-            return
-        yield from self._compare_sets(task, before, after, trusted)
+    def _equality_rows(self, change: EqualityChange) -> EqualityRows:
+        """The commit's equality change, ready to find rows by key (one per commit)."""
+        if self._equality is None or self._equality.change is not change:
+            trusted = [r for r in change.added if r.file.file_path in self.trusted]
+            self._equality = EqualityRows(change, self.projection, self.io, self.loader,
+                                          self.batch_size, excluded=trusted)
+        return self._equality
 
-    def _compare_sets(self, task: DeletedRowsTask, before: tuple[DeleteFileRef, ...],
-                      after: tuple[DeleteFileRef, ...], trusted: list[DeleteFileRef]
+    def _deleted_rows(self, task: DeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
+        ref = DataFileRef(task.data_file, task.sequence_number)
+        change = task.equality
+        changed = change is not None and bool(change.changed_for(ref))
+        before, after = task.deletes_before, task.deletes_after
+        if not changed and delete_keys(after) == delete_keys(before):
+            return  # nothing changed for this file
+        if not changed:
+            payload = self.payloads.deleted_rows(
+                ref, before, after, task.added_deletes,
+                None if change is None else change.before)
+            if payload is not None:
+                for batch in payload:
+                    yield DELETE, batch
+                return
+        yield from self._compare_sets(task, ref, changed)
+
+    def _compare_sets(self, task: DeletedRowsTask, ref: DataFileRef, changed: bool
                       ) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """Read the data file once and compare each row's liveness before and after."""
+        """Compare the liveness of the rows that may change (those at changed positions,
+        and those whose key an equality delete the commit changed holds) before and after
+        the commit, reading only the row groups holding them."""
         path = task.data_file.file_path
-        interest = None
-        if (delete_keys(d for d in before if d.is_equality)
-                == delete_keys(d for d in after if d.is_equality)):
-            interest = self._changed_positions(path, before, after)
+        before, after = task.deletes_before, task.deletes_after
+        interest = self._changed_positions(path, before, after)
+        change = task.equality
+        if changed and change is not None:
+            rows = self._equality_rows(change)
+            matched = rows.matching(rows.key_columns(ref))
+            interest = pc.unique(pa.concat_arrays([interest, matched]))
+            interest = interest.take(pc.array_sort_indices(interest))
+            rows.lookups()  # the lookup after the commit, extended from the one before
         sets: list[Sequence[DeleteFileRef]] = [before, after]
-        if trusted:
-            sets.append(trusted)
+        equality: list[EqualityDeleteSet | None] = (
+            [None, None] if change is None else [change.before, change.after])
+        trusted = self._trusted_set(change) if changed else None
+        if trusted is not None:
+            sets.append(())
+            equality.append(trusted)
         for item in read_with_delete_sets(task.data_file, self.projection, self.io, sets,
                                           batch_size=self.batch_size, deletes=self.loader,
                                           positions_of_interest=interest,
-                                          sequence_number=task.sequence_number):
+                                          sequence_number=task.sequence_number,
+                                          equality=equality):
             n = item.batch.num_rows
             live_before, live_after = (_full(m, n) for m in item.live[:2])
             # Rows a trusted equality delete removes are emitted from its payload instead.
-            untrusted = _full(item.live[2], n) if trusted else None
+            untrusted = _full(item.live[2], n) if trusted is not None else None
             left = pc.and_not(live_before, live_after)
             arrived = pc.and_not(live_after, live_before)
             if untrusted is not None:
@@ -349,12 +376,21 @@ class _CommitRun:
                 if pc.any(mask).as_py():
                     yield change_type, item.batch.filter(mask)
 
+    def _trusted_set(self, change: EqualityChange | None) -> EqualityDeleteSet | None:
+        """The commit's trusted equality deletes (`trust-payload`) as a set, if any."""
+        if change is None:
+            return None
+        trusted = [r for r in change.added if r.file.file_path in self.trusted]
+        if not trusted:
+            return None
+        return EqualityDeleteSet(tuple(r for r in trusted if r.key in change.global_keys),
+                                 tuple(r for r in trusted if r.key not in change.global_keys))
+
     def _changed_positions(self, path: str, before: Sequence[DeleteFileRef],
                            after: Sequence[DeleteFileRef]) -> pa.Array:
-        """Positions deleted under exactly one of the sets: the only rows that can change
-        when both sets hold the same equality deletes."""
+        """Positions deleted under exactly one of the position delete sets."""
         def positions(refs: Sequence[DeleteFileRef]) -> pa.Array:
-            mask = self.loader.deletion_mask([d.file for d in refs if d.is_position], path)
+            mask = self.loader.deletion_mask([d.file for d in refs], path)
             return mask.positions if mask is not None else pa.array([], pa.int64())
 
         old, new = positions(before), positions(after)
@@ -362,7 +398,6 @@ class _CommitRun:
         only_new = new.filter(pc.invert(pc.is_in(new, value_set=old)))
         changed = pa.concat_arrays([only_old, only_new])
         return pc.take(changed, pc.sort_indices(changed))
-
 
 
 def _full(mask: pa.BooleanArray | None, n: int) -> pa.BooleanArray:

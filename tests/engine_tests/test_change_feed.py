@@ -78,7 +78,7 @@ def test_a_feed_is_planned_from_metadata_alone(corpus, name):
     opened = {location.removeprefix("file:") for location in io.seen}
     assert opened and all(path.startswith(metadata_dir) for path in opened), sorted(
         p for p in opened if not p.startswith(metadata_dir))[:3]
-    read = {t.data_file.file_path.removeprefix("file:") for t in tasks}
+    read = {f.file_path.removeprefix("file:") for t in tasks for f in t.data_files}
     assert not read & opened
 
 

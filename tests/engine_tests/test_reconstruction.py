@@ -29,11 +29,14 @@ from meltwater.planner.change_tasks import (
     CommitChanges,
     DeletedDataFileTask,
     DeletedRowsTask,
+    EqualityChange,
+    EqualityDeletedRowsTask,
 )
+from meltwater.planner.delete_index import DeleteFileIndex
 from meltwater.planner.expressions import BoundPredicate, Op
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile
-from meltwater.planner.tasks import DeleteFileRef
+from meltwater.planner.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.types import (
     DOUBLE,
     LONG,
@@ -80,13 +83,42 @@ def added(file, *deletes):
     return lambda c: AddedRowsTask(c, file, c.sequence_number, tuple(deletes))
 
 
+def _equality(refs) -> EqualityDeleteSet | None:
+    """Equality delete refs as the set tasks share (all global: these tests' deletes are
+    written unpartitioned)."""
+    refs = tuple(sorted((r for r in refs if r.is_equality), key=lambda r: r.sequence_number))
+    return EqualityDeleteSet(refs) if refs else None
+
+
 def removed(file, *existing):
-    return lambda c: DeletedDataFileTask(c, file, 1, tuple(existing))
+    positional = tuple(r for r in existing if not r.is_equality)
+    return lambda c: DeletedDataFileTask(c, file, 1, positional, _equality(existing))
 
 
 def deleted_rows(file, before, after, added_deletes=()):
-    return lambda c: DeletedRowsTask(c, file, 1, tuple(before), tuple(after),
-                                     tuple(added_deletes))
+    """The task the planner makes of a data file whose deletes went from `before` to
+    `after` (equality deletes among them shared, never listed on the file): a
+    DeletedRowsTask when its position deletes changed, else the commit's
+    EqualityDeletedRowsTask with the file as its one candidate."""
+    def build(c):
+        positional = [tuple(r for r in refs if not r.is_equality) for refs in (before, after)]
+        was, now = _equality(before), _equality(after)
+        before_keys = {r.key for r in before if r.is_equality}
+        after_keys = {r.key for r in after if r.is_equality}
+        change = None
+        if was is not None or now is not None:
+            equality_refs = [r for r in (*before, *after) if r.is_equality]
+            change = EqualityChange(
+                was, now, tuple(r for r in after if r.is_equality and r.key not in before_keys),
+                tuple(r for r in before if r.is_equality and r.key not in after_keys),
+                frozenset(r.key for r in equality_refs))
+        added_positional = tuple(r for r in added_deletes if not r.is_equality)
+        if {r.key for r in positional[0]} != {r.key for r in positional[1]} or change is None \
+                or not (change.added or change.removed):
+            return DeletedRowsTask(c, file, 1, *positional, added_positional, change)
+        index = DeleteFileIndex({}, {}, positional[0])
+        return EqualityDeletedRowsTask(c, (DataFileRef(file, 1),), change, index)
+    return build
 
 
 def run(changes: CommitChanges, projection: Schema = SCHEMA, io=IO, **options) -> pa.Table:

@@ -36,6 +36,7 @@ from meltwater.planner.change_tasks import (
     ChangeTask,
     DeletedDataFileTask,
     DeletedRowsTask,
+    EqualityDeletedRowsTask,
 )
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.table_loading import load_table
@@ -192,10 +193,12 @@ def test_deleted_rows_tasks_follow_the_javadoc_example(corpus):
 
 
 def test_an_equality_delete_reaches_files_with_and_without_existing_deletes(corpus):
-    """The javadoc's D2 is an equality delete. In equality_global a global equality delete
-    (ids 3, 25, 33) reaches data files of both partition specs, none with deletes yet; in
-    equality_deletes an equality delete of id 2 reaches the file that Spark's position
-    delete of id 1 hit two commits before (the javadoc's F2, D1 existing)."""
+    """The javadoc's D2 is an equality delete: one task of the commit names the files it
+    may reach, shares the deletes (never listed per file) and the position deletes live
+    before. In equality_global a global equality delete (ids 3, 25, 33) reaches data files
+    of both partition specs, none with deletes yet; in equality_deletes an equality delete
+    of id 2 reaches the file that Spark's position delete of id 1 hit two commits before
+    (the javadoc's F2, D1 existing)."""
     scenario = corpus.scenarios["equality_global"]
     snapshot = _by_label(scenario, "global equality delete (spec 0) of ids 3, 25, 33")
     manifests = _Manifests(scenario.metadata_location, snapshot.snapshot_id,
@@ -205,13 +208,15 @@ def test_an_equality_delete_reaches_files_with_and_without_existing_deletes(corp
     removed = _removed_ids(scenario, snapshot)
     assert removed == {3, 25, 33}
     holding = {p for p, ids in _ids_by_file(live).items() if ids & removed}
-    tasks = _plan(scenario.location, snapshot.snapshot_id)
-    assert all(isinstance(t, DeletedRowsTask) for t in tasks)
-    assert holding <= {t.data_file.file_path for t in tasks} <= live
-    assert {t.data_file.spec_id for t in tasks if t.data_file.file_path in holding} == {0, 1}
-    for task in tasks:
-        assert task.deletes_before == ()
-        assert _paths(task.added_deletes) == _paths(task.deletes_after) == {d2}
+    (task,) = _plan(scenario.location, snapshot.snapshot_id)
+    assert isinstance(task, EqualityDeletedRowsTask)
+    candidates = {ref.file.file_path for ref in task.candidates}
+    assert holding <= candidates <= live
+    assert {ref.file.spec_id for ref in task.candidates
+            if ref.file.file_path in holding} == {0, 1}
+    assert _paths(task.equality.added) == {d2} and task.equality.removed == ()
+    assert all(task.positional.positional_for(ref.sequence_number, ref.file) == ()
+               for ref in task.candidates)
 
     scenario = corpus.scenarios["equality_deletes"]
     spark_delete = _by_label(scenario, "Spark MOR position delete")
@@ -223,12 +228,13 @@ def test_an_equality_delete_reaches_files_with_and_without_existing_deletes(corp
     (d2,) = manifests.own("ADDED", 2)
     (f2,) = [p for p, ids in _ids_by_file(e.path for e in manifests.live_data()).items()
              if 1 in ids]  # the file Spark's delete of id 1 hit
-    (task,) = [t for t in _plan(scenario.location, snapshot.snapshot_id)
-               if t.data_file.file_path == f2]
-    assert isinstance(task, DeletedRowsTask)
-    assert _paths(task.added_deletes) == {d2}
-    assert d1 in _paths(task.deletes_before) and d2 not in _paths(task.deletes_before)
-    assert _paths(task.deletes_after) == _paths(task.deletes_before) | {d2}
+    (task,) = _plan(scenario.location, snapshot.snapshot_id)
+    assert isinstance(task, EqualityDeletedRowsTask)
+    (ref,) = [r for r in task.candidates if r.file.file_path == f2]
+    assert _paths(task.equality.added) == {d2}
+    assert d1 in _paths(task.positional.positional_for(ref.sequence_number, ref.file))
+    assert d2 not in _paths(task.equality.before.applying_to(ref.sequence_number, ref.file))
+    assert d2 in _paths(task.equality.after.applying_to(ref.sequence_number, ref.file))
     assert _removed_ids(scenario, snapshot) == set()  # id 2 was gone already
 
 

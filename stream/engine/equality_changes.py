@@ -1,0 +1,234 @@
+"""The rows a commit's equality deletes change: found by their keys, read one by one.
+
+An equality delete names keys, not rows, and reaches every older data file of its scope.
+Reading each of those files whole under the deletes live before the commit and after it
+costs one commit the table, and, with a backlog of equality deletes (what upsert jobs
+leave), the backlog for every file. Here a commit costs its keys:
+
+1. the keys of the equality delete files the commit added (and removed), one set per
+   equality field ids;
+2. each candidate data file's key columns (read alone and kept, `key_columns`) are matched
+   against them: a row whose key no changed delete holds cannot change;
+3. for the matching rows only, whether each was live before the commit and is after it:
+   the position deletes and DVs live before (the same after, for a candidate), and the
+   equality deletes live before and after, looked up by key and the file's data sequence
+   number (`equality_lookup`; the lookup after the commit extends the one before it by
+   what the commit added, and becomes the next commit's);
+4. the rows whose liveness changed are read whole, from the row groups holding them only
+   (`read_rows_at`): DELETEs, or INSERTs for a row a removed delete had deleted.
+
+Worked example: F1 (sequence 1) holds ids 1..4; E2 (sequence 2) deletes id 2; the commit
+at sequence 3 adds E3 deleting ids 2 and 3. The changed keys are {2, 3}; F1's key column
+matches positions 1 and 2; id 2 was already deleted by E2 (2 > 1), so only id 3 (position
+2) was live before and is not after: one DELETE, read from F1's row group holding
+position 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from meltwater.planner.change_tasks import EqualityChange, EqualityDeletedRowsTask
+from meltwater.planner.fileio import FileIO
+from meltwater.planner.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
+from meltwater.planner.types import Schema
+from meltwater.stream.engine.change_schema import DELETE, INSERT
+from meltwater.stream.engine.deletes import DeleteLoader
+from meltwater.stream.engine.equality_keys import EqualityKeySet, common_type
+from meltwater.stream.engine.equality_lookup import (
+    EqualityLookup,
+    equality_lookup,
+    extended_lookup,
+    for_set,
+)
+from meltwater.stream.engine.key_columns import key_names, key_table
+from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_rows_at
+
+
+class EqualityRows:
+    """One commit's equality change, ready to find the rows it changed in data files."""
+
+    def __init__(self, change: EqualityChange, projection: Schema, io: FileIO,
+                 loader: DeleteLoader, batch_size: int = DEFAULT_BATCH_SIZE,
+                 excluded: Sequence[DeleteFileRef] = ()) -> None:
+        self.change = change
+        self.projection = projection
+        self.io = io
+        self.loader = loader
+        self.batch_size = batch_size
+        # trusted deletes (`trust-payload`) emit their own rows: the rows they delete are
+        # not looked for here, and count as deleted after the commit either way
+        self.excluded = {ref.key for ref in excluded}
+        changed = [r for r in change.added + change.removed if r.key not in self.excluded]
+        # every key a delete live before or after keys on: each decides liveness
+        everything = [*change.added, *change.removed]
+        for equality in (change.before, change.after):
+            if equality is not None:
+                everything += [*equality.global_refs, *equality.scoped_refs]
+        self.key_ids = sorted({fid for ref in everything for fid in ref.file.equality_ids or ()})
+        self.names = key_names(projection, self.key_ids)
+        self._sets = self._key_sets(changed)
+        self._lookups: tuple[EqualityLookup | None, EqualityLookup | None] | None = None
+        self._types: dict[int, pa.DataType] | None = None
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def _key_sets(self, refs: Sequence[DeleteFileRef]) -> list[EqualityKeySet]:
+        """The changed deletes' distinct keys, one set per equality field ids."""
+        groups: dict[tuple[int, ...], list[pa.Table]] = {}
+        for ref in refs:
+            ids = tuple(ref.file.equality_ids or ())
+            groups.setdefault(ids, []).append(self.loader.equality_keys(ref.file))
+        sets = []
+        for ids, tables in groups.items():
+            names = [str(fid) for fid in ids]
+            types = [tables[0].schema.field(n).type for n in names]
+            for table in tables[1:]:
+                types = [common_type(t, table.schema.field(n).type)
+                         for t, n in zip(types, names, strict=True)]
+            schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
+            keys = pa.concat_tables([t.select(names).cast(schema) for t in tables])
+            if keys.num_rows:
+                sets.append(EqualityKeySet(ids, keys, {fid: (_alias(fid),) for fid in ids}))
+        return sets
+
+    def key_columns(self, ref: DataFileRef) -> pa.Table:
+        """The data file's key columns (cached)."""
+        table = key_table(ref.file, self.projection, self.key_ids, self.io, self.loader)
+        if self._types is None:
+            self._types = {fid: table.schema.field(self.names[fid]).type
+                           for fid in self.key_ids}
+        return table
+
+    def matching(self, keys: pa.Table) -> pa.Array:
+        """Positions of the rows whose key a changed delete holds (sorted)."""
+        batch = _aliased(keys, self.names)
+        hit = None
+        for key_set in self._sets:
+            found = key_set.matches(batch)
+            hit = found if hit is None else pc.or_(hit, found)
+        if hit is None:
+            return pa.array([], pa.int64())
+        return pc.indices_nonzero(hit).cast(pa.int64())
+
+    # -- liveness -------------------------------------------------------------------------
+
+    def lookups(self) -> tuple[EqualityLookup | None, EqualityLookup | None]:
+        """The equality deletes live before and after the commit, looked up by key (after
+        `key_columns`, which learns the key types)."""
+        if self._lookups is None:
+            assert self._types is not None, "key_columns first: it learns the key types"
+            paths = {fid: (name,) for fid, name in self.names.items()}
+            change = self.change
+            before = (None if change.before is None else equality_lookup(
+                change.before, self.loader, *for_set(change.before, self._types, paths)))
+            if change.after is None:
+                after = None
+            elif before is not None and not change.removed:
+                after = extended_lookup(before, _as_set(change), change.after, self.loader,
+                                        *for_set(change.after, self._types, paths))
+            else:
+                after = equality_lookup(change.after, self.loader,
+                                        *for_set(change.after, self._types, paths))
+            self._lookups = (before, after)
+        return self._lookups
+
+    def changed_rows(self, ref: DataFileRef, positions: pa.Array, keys: pa.Table,
+                     positional_before: pa.Array | None, positional_after: pa.Array | None
+                     ) -> tuple[pa.Array, pa.Array]:
+        """Of the rows at `positions` (their keys `keys`), those live before and not after
+        the commit, and those live after and not before: position arrays. `positional_*`
+        are the positions the position deletes and DVs delete, before and after."""
+        if len(positions) == 0:
+            empty = pa.array([], pa.int64())
+            return empty, empty
+        batch = _aliased(keys.take(positions), self.names)
+        before, after = self.lookups()
+        live_before = self._live(batch, ref, positions, before, positional_before)
+        live_after = self._live(batch, ref, positions, after, positional_after)
+        leaving = pc.and_not(live_before, live_after)
+        arriving = pc.and_not(live_after, live_before)
+        if self.excluded:  # what trusted deletes delete, their own rows say
+            trusted = self._trusted(batch)
+            leaving, arriving = pc.and_not(leaving, trusted), pc.and_not(arriving, trusted)
+        return positions.filter(leaving), positions.filter(arriving)
+
+    def _live(self, batch: pa.RecordBatch, ref: DataFileRef, positions: pa.Array,
+              lookup: EqualityLookup | None, deleted_positions: pa.Array | None
+              ) -> pa.BooleanArray:
+        live = pa.repeat(pa.scalar(True), len(positions))
+        if deleted_positions is not None and len(deleted_positions):
+            live = pc.invert(pc.is_in(positions, value_set=deleted_positions))
+        if lookup is not None:
+            dead = lookup.deleted(batch, ref.file, ref.sequence_number)
+            if dead is not None:
+                live = pc.and_not(live, dead)
+        return live
+
+    def _trusted(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """Rows a trusted (excluded) delete of the commit holds the key of."""
+        trusted = [r for r in self.change.added if r.key in self.excluded]
+        hit = pa.repeat(pa.scalar(False), batch.num_rows)
+        for key_set in self._key_sets(trusted):
+            hit = pc.or_(hit, key_set.matches(batch))
+        return hit
+
+    # -- the task ---------------------------------------------------------------------------
+
+    def changes(self, task: EqualityDeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """(change type, rows) of the task's candidates: every DELETE, then every INSERT."""
+        if not self._sets:
+            return  # every changed delete is trusted: its own rows are the DELETEs
+        inserts: list[tuple[DataFileRef, pa.Array]] = []
+        for ref in task.candidates:
+            if not self.change.changed_for(ref):
+                continue
+            keys = self.key_columns(ref)
+            positions = self.matching(keys)
+            if len(positions) == 0:
+                continue
+            deleted = self._positional(task, ref)
+            left, arrived = self.changed_rows(ref, positions, keys, deleted, deleted)
+            yield from ((DELETE, b) for b in self.rows(ref, left))
+            if len(arrived):
+                inserts.append((ref, arrived))
+        for ref, arrived in inserts:
+            yield from ((INSERT, b) for b in self.rows(ref, arrived))
+
+    def _positional(self, task: EqualityDeletedRowsTask, ref: DataFileRef) -> pa.Array | None:
+        """The positions the position deletes and DVs live before the commit delete."""
+        refs = task.positional.positional_for(ref.sequence_number, ref.file)
+        mask = self.loader.deletion_mask([r.file for r in refs], ref.file.file_path)
+        return None if mask is None else mask.positions
+
+    def rows(self, ref: DataFileRef, positions: pa.Array) -> Iterator[pa.RecordBatch]:
+        """The projected rows at `positions` of a data file."""
+        yield from read_rows_at(ref.file, self.projection, self.io, positions,
+                                sequence_number=ref.sequence_number, deletes=self.loader,
+                                batch_size=self.batch_size)
+
+
+def _alias(fid: int) -> str:
+    return f"__meltwater_key_{fid}"
+
+
+def _aliased(keys: pa.Table, names: dict[int, str]) -> pa.RecordBatch:
+    """The key columns as one batch, each also under `_alias(field id)`, where the changed
+    deletes' key sets look for it."""
+    keys = keys.combine_chunks()
+    arrays = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
+    fields = list(keys.schema)
+    for fid, name in names.items():
+        arrays.append(keys.column(name).combine_chunks())
+        fields.append(pa.field(_alias(fid), keys.schema.field(name).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _as_set(change: EqualityChange) -> EqualityDeleteSet:
+    """The deletes a commit added, global and scoped apart, as a set of their own."""
+    return EqualityDeleteSet(
+        tuple(r for r in change.added if r.key in change.global_keys),
+        tuple(r for r in change.added if r.key not in change.global_keys))
