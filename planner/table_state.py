@@ -142,14 +142,14 @@ class TableState:
         if not (delta.equality_added or delta.equality_removed):
             state._equality_set, state._equality_built = (self._equality_set,
                                                           self._equality_built)
-        for ref in delta.removed_data:
-            state._remove_data(ref)
-        for ref in delta.added_data:
-            state._add_data(ref)
-        for ref in delta.removed_deletes:
-            state._remove_delete(ref)
-        for ref in delta.added_deletes:
-            state._add_delete(ref)
+        for data in delta.removed_data:
+            state._remove_data(data)
+        for data in delta.added_data:
+            state._add_data(data)
+        for delete in delta.removed_deletes:
+            state._remove_delete(delete)
+        for delete in delta.added_deletes:
+            state._add_delete(delete)
         return state
 
     def reverted(self, snapshot_id: int | None, delta: CommitDelta) -> TableState:
