@@ -34,7 +34,7 @@ DELETEd again (tests/planner/test_incremental.py checks this shape on Iceberg Ja
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from meltwater.planner.delete_index import DeleteFileIndex
 from meltwater.planner.files import DataFile
@@ -149,14 +149,24 @@ class EqualityDeletedRowsTask:
     remove an equality delete, those it alone had deleted INSERTs).
 
     `candidates` are the live data files the deletes may reach (older than a changed
-    delete, of its scope) that have no `DeletedRowsTask` of their own; `positional` holds
-    the position deletes and DVs live before the commit, which are the same after it for
-    every candidate."""
+    delete, of its scope) that have no `DeletedRowsTask` of their own; `positional` are
+    the position deletes and DVs live before the commit (the same after it for every
+    candidate), of which `positional_for` finds a candidate's."""
 
     commit: ChangeCommit
     candidates: tuple[DataFileRef, ...]
     equality: EqualityChange
-    positional: DeleteFileIndex
+    positional: tuple[DeleteFileRef, ...] = ()
+    _index: list[DeleteFileIndex] = field(default_factory=list, init=False, repr=False,
+                                          compare=False, hash=False)
+
+    def positional_for(self, ref: DataFileRef) -> tuple[DeleteFileRef, ...]:
+        """The position deletes and DVs that apply to a candidate."""
+        if not self.positional:
+            return ()
+        if not self._index:  # built once, on first use
+            self._index.append(DeleteFileIndex({}, {}, self.positional))
+        return self._index[0].positional_for(ref.sequence_number, ref.file)
 
     @property
     def data_files(self) -> tuple[DataFile, ...]:

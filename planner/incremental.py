@@ -65,6 +65,8 @@ class IncrementalPlanner:
                                            self.metadata.specs))
         self._may_match: dict[str, bool] = {}
         self._state: TableState | None = None
+        # each data manifest's first row id as the state's files were decoded with it
+        self._row_ids: dict[str, int | None] = {}
 
     def use_metadata(self, table: Table) -> None:
         """Plan with a newer metadata file of the same table (a stream's reload): the
@@ -93,9 +95,24 @@ class IncrementalPlanner:
         """The state at the commit's parent, from the commit's manifests."""
         entries = [e for m in manifests for e in self.reader.entries(m)]
         self.stats.add(manifests_read=len(manifests))
+        self._row_ids = {m.manifest_path: m.first_row_id for m in manifests}
         after = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
                               self.metadata.field_types)
         return after.reverted(snapshot.parent_id, delta)
+
+    def _refresh_row_ids(self, state: TableState, manifests: list[ManifestFile]) -> None:
+        """Files of a manifest written before a table moved to format v3 inherit row ids
+        only in the snapshots after it (`first_row_id` assigned in their manifest lists):
+        the state's files of such a manifest are decoded again under the newer list."""
+        for manifest in manifests:
+            known = self._row_ids.get(manifest.manifest_path, manifest.first_row_id)
+            self._row_ids[manifest.manifest_path] = manifest.first_row_id
+            if known == manifest.first_row_id:
+                continue
+            for entry in self.reader.entries(manifest):
+                if entry.status != EntryStatus.DELETED \
+                        and entry.file.file_path in state.data:
+                    state.replace_data(DataFileRef(entry.file, entry.sequence_number))
 
     def _matches(self, ref: DataFileRef) -> bool:
         """Whether the row filter may keep rows of the data file (partition values and
@@ -124,6 +141,7 @@ class IncrementalPlanner:
                 or snapshot.parent_id is None:
             state = self._state_before(snapshot, manifests, delta)
         after = state.advanced(snapshot.snapshot_id, delta)
+        self._refresh_row_ids(after, data_manifests)
         self._state = after
         self.stats.add(data_files_considered=len(delta.added_data) + len(delta.removed_data),
                        delete_files_considered=len(delta.added_deletes)
@@ -156,8 +174,9 @@ class IncrementalPlanner:
             own = {task.data_file.file_path for task in positional}
             candidates = self._candidates(after, delta, own)
             if candidates:
-                tasks.append(EqualityDeletedRowsTask(commit, candidates, equality,
-                                                     before.positional_index))
+                tasks.append(EqualityDeletedRowsTask(
+                    commit, candidates, equality,
+                    tuple(sorted(before.positional.values(), key=lambda r: r.key))))
         for ref in delta.added_data:
             if self._matches(ref):
                 tasks.append(AddedRowsTask(commit, ref.file, ref.sequence_number,

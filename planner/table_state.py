@@ -120,6 +120,16 @@ class TableState:
             if not members:
                 del self.by_partition[ref.file.partition_key]
 
+    def replace_data(self, ref: DataFileRef) -> None:
+        """Put a newer description of a live data file in place (the same file decoded
+        under a newer manifest list, which may give it row ids); only while the state is
+        being built, before a task names it."""
+        self.data[ref.file.file_path] = ref
+        members = self.by_partition.get(ref.file.partition_key)
+        if members is not None and ref.file.file_path in members:
+            self.by_partition[ref.file.partition_key] = {**members,
+                                                         ref.file.file_path: ref}
+
     def _add_delete(self, ref: DeleteFileRef) -> None:
         (self.equality if ref.is_equality else self.positional)[ref.key] = ref
 

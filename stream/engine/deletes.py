@@ -201,8 +201,8 @@ class DeleteLoader:
         return self._cached(key, load)
 
     def equality_keys(self, file: DataFile) -> pa.Table:
-        """Distinct keys of an equality delete file, one column per equality field id
-        (named by the id), in the delete file's own types."""
+        """The keys of an equality delete file, one column per equality field id (named by
+        the id), in the delete file's own types."""
         table = self._cached(("eq", file.file_path),
                              lambda: _sized(read_equality_keys(self.io, file)))
         return table
@@ -442,7 +442,7 @@ def read_deletion_vector(io: FileIO, file: DataFile) -> pa.Array:
 
 
 def read_equality_keys(io: FileIO, file: DataFile) -> pa.Table:
-    """The distinct equality keys of one equality delete file, columns named by field id."""
+    """The equality keys of one equality delete file, columns named by field id (repeats
+    kept: every use of them dedupes, and a backlog's files are read by the hundred)."""
     ids = file.equality_ids or ()
-    table = _read_columns(io, file, {fid: str(fid) for fid in ids})
-    return _distinct(table.combine_chunks())
+    return _read_columns(io, file, {fid: str(fid) for fid in ids}).combine_chunks()

@@ -46,6 +46,7 @@ from meltwater.stream.engine.equality_lookup import (
 )
 from meltwater.stream.engine.key_columns import key_names, key_table
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_rows_at
+from meltwater.stream.engine.remote_reads import each_in_order
 
 
 class EqualityRows:
@@ -179,28 +180,36 @@ class EqualityRows:
     # -- the task ---------------------------------------------------------------------------
 
     def changes(self, task: EqualityDeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """(change type, rows) of the task's candidates: every DELETE, then every INSERT."""
+        """(change type, rows) of the task's candidates: every DELETE, then every INSERT.
+        Key columns and changed rows are decoded a few files at a time
+        (`remote_reads.each_in_order`)."""
         if not self._sets:
             return  # every changed delete is trusted: its own rows are the DELETEs
-        inserts: list[tuple[DataFileRef, pa.Array]] = []
-        for ref in task.candidates:
-            if not self.change.changed_for(ref):
-                continue
+        reached = [ref for ref in task.candidates if self.change.changed_for(ref)]
+        if not reached:
+            return
+        self.key_columns(reached[0])  # learns the key types the lookups are built with
+        self.lookups()
+
+        def resolve(ref: DataFileRef) -> tuple[DataFileRef, pa.Array, pa.Array] | None:
             keys = self.key_columns(ref)
             positions = self.matching(keys)
             if len(positions) == 0:
-                continue
+                return None
             deleted = self._positional(task, ref)
             left, arrived = self.changed_rows(ref, positions, keys, deleted, deleted)
-            yield from ((DELETE, b) for b in self.rows(ref, left))
-            if len(arrived):
-                inserts.append((ref, arrived))
-        for ref, arrived in inserts:
-            yield from ((INSERT, b) for b in self.rows(ref, arrived))
+            return ref, left, arrived
+
+        changed = [found for found in each_in_order(reached, resolve, ahead=len(reached))
+                   if found is not None]
+        for change_type, index in ((DELETE, 1), (INSERT, 2)):
+            wanted = [(found[0], found[index]) for found in changed if len(found[index])]
+            for batches in each_in_order(wanted, lambda item: list(self.rows(*item))):
+                yield from ((change_type, batch) for batch in batches)
 
     def _positional(self, task: EqualityDeletedRowsTask, ref: DataFileRef) -> pa.Array | None:
         """The positions the position deletes and DVs live before the commit delete."""
-        refs = task.positional.positional_for(ref.sequence_number, ref.file)
+        refs = task.positional_for(ref)
         mask = self.loader.deletion_mask([r.file for r in refs], ref.file.file_path)
         return None if mask is None else mask.positions
 

@@ -31,6 +31,7 @@ from meltwater.planner.files import DataFile
 from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet
 from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.equality_keys import EqualityKeySet, common_type
+from meltwater.stream.engine.remote_reads import each_in_order
 from meltwater.stream.errors import CorruptDeleteFileError
 
 _SEQ = "__meltwater_sequence_number"
@@ -38,20 +39,30 @@ _SEQ = "__meltwater_sequence_number"
 Scope = Any  # None for global deletes, else a data file's `partition_key`
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Group:
     """The delete files of one scope over one set of equality field ids: distinct keys,
     the greatest sequence number holding each (`max_seqs[code]`), and every (key, sequence
     number) pair, sorted, for the first delete after a given one (`history`: each pair as
-    `code * stride + sequence number`, `stride` above every sequence number)."""
+    `code * stride + sequence number`, `stride` above every sequence number; sorted on
+    first use)."""
 
     scope: Scope
     field_ids: tuple[int, ...]
     keys: EqualityKeySet
     max_seqs: pa.Array  # int64, indexed by the key set's codes
-    history: pa.Array  # int64, ascending
+    pairs: pa.Array  # int64, `code * stride + sequence number` per key row, unsorted
     stride: int
     newest: int  # the greatest sequence number of the group's delete files
+    _history: pa.Array | None = None
+
+    @property
+    def history(self) -> pa.Array:
+        """The distinct pairs, ascending."""
+        if self._history is None:
+            history = pc.unique(self.pairs)
+            self._history = history.take(pc.array_sort_indices(history))
+        return self._history
 
     def deleted(self, batch: pa.RecordBatch, data_seq: int) -> pa.BooleanArray | None:
         """Which rows a delete of the group newer than `data_seq` holds the key of."""
@@ -89,7 +100,7 @@ class _Layer:
             if group.scope is not None:
                 self.scoped.setdefault(group.scope, []).append(group)
         self.size = sum(g.keys.size for g in groups)
-        self.nbytes = sum(g.keys.nbytes + g.max_seqs.nbytes + g.history.nbytes
+        self.nbytes = sum(g.keys.nbytes + g.max_seqs.nbytes + 2 * g.pairs.nbytes
                           for g in groups)
 
     def groups_for(self, data_file: DataFile) -> list[_Group]:
@@ -234,7 +245,10 @@ def _group(scope: Scope, ids: tuple[int, ...], refs: list[DeleteFileRef],
            loader: DeleteLoader, key_types: Mapping[int, pa.DataType],
            key_paths: Mapping[int, tuple[str, ...]]) -> _Group | None:
     names = [str(fid) for fid in ids]
-    tables = [(ref.sequence_number, loader.equality_keys(ref.file)) for ref in refs]
+    # a backlog is hundreds of small files: decoded a few at a time
+    tables = list(each_in_order(refs, lambda ref: (ref.sequence_number,
+                                                   loader.equality_keys(ref.file)),
+                                ahead=len(refs)))
     types = [key_types[fid] for fid in ids]
     for _, table in tables:
         types = [common_type(type_, table.schema.field(name).type)
@@ -260,6 +274,4 @@ def _group(scope: Scope, ids: tuple[int, ...], refs: list[DeleteFileRef],
         raise CorruptDeleteFileError(f"equality deletes of sequence numbers up to {top} over "
                                      f"{keys.code_count} keys: beyond what the lookup indexes")
     pairs = pc.add(pc.multiply(codes, pa.scalar(stride, pa.int64())), seqs)
-    history = pc.unique(pairs)
-    history = history.take(pc.array_sort_indices(history))
-    return _Group(scope, ids, keys, max_seqs, history, stride, top)
+    return _Group(scope, ids, keys, max_seqs, pairs, stride, top)

@@ -1,4 +1,5 @@
-"""Small reads from an object store, several at a time.
+"""Reads of many files, several at a time: small reads from an object store, and the files
+of a change read.
 
 A scan opens every Parquet footer (`bulk_scan.partition`) and reads every position delete
 file (`DeleteLoader.read_positions`) before its rows: a few KiB each, one file after
@@ -7,12 +8,19 @@ GET, about 2.5 ms on loopback; a delete file's HEAD and two GETs, about 4.5 ms),
 reader thread of the 200-file bench table waited about 1.4 s on them in a row with the
 cores idle. Iceberg Java's readers open files on a worker pool for the same reason.
 Locations on this machine keep the plain loop: a pool only costs there.
+
+A change read is different: it decodes the key columns of every file an equality delete
+may reach, and then the rows that changed, from tens or hundreds of files. Decoding
+releases the GIL, so those reads run on a few threads even locally (`each_in_order`), in
+order and with a bounded number of results waiting, so memory stays bounded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -45,3 +53,35 @@ def read_each(items: Sequence[T], read: Callable[[T], R], *, concurrently: bool)
     with ThreadPoolExecutor(max_workers=min(REMOTE_READS, len(items)),
                             thread_name_prefix="meltwater-remote-read") as pool:
         return list(pool.map(read, items))
+
+
+def decoding_threads() -> int:
+    """Threads for decoding many files at once: one per core, at least two."""
+    return max(2, os.cpu_count() or 2)
+
+
+def each_in_order(items: Sequence[T], read: Callable[[T], R], *, threads: int | None = None,
+                  ahead: int | None = None) -> Iterator[R]:
+    """`read(item)` for each item, yielded in the items' order, up to `threads` at once
+    (default `decoding_threads()`) and at most `ahead` results (default `threads`) done
+    and not yet taken. An exception from `read` is raised where its result would be."""
+    threads = threads or decoding_threads()
+    ahead = max(1, ahead or threads)
+    if threads < 2 or len(items) < 2:
+        for item in items:
+            yield read(item)
+        return
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)),
+                            thread_name_prefix="meltwater-file-read") as pool:
+        pending: deque[Future[R]] = deque()
+        queued = iter(items)
+        for item in queued:
+            pending.append(pool.submit(read, item))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            result = pending.popleft().result()
+            for item in queued:
+                pending.append(pool.submit(read, item))
+                break
+            yield result

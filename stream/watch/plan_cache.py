@@ -57,8 +57,8 @@ class PlanCache:
             files = sorted(TableScan(table, snapshot_id=snapshot.snapshot_id).plan_files(),
                            key=lambda t: t.data_file.file_path)
             tasks: tuple[ChangeTask, ...] = tuple(
-                AddedRowsTask(commit, t.data_file, t.sequence_number,
-                              t.deletes + t.equality_deletes) for t in files)
+                AddedRowsTask(commit, t.data_file, t.sequence_number, t.deletes, t.equality)
+                for t in files)
         else:
             tasks = IncrementalPlanner(table).plan_commit(snapshot, ordinal,
                                                           appends_only=appends_only).tasks

@@ -32,7 +32,6 @@ from meltwater.planner.change_tasks import (
     EqualityChange,
     EqualityDeletedRowsTask,
 )
-from meltwater.planner.delete_index import DeleteFileIndex
 from meltwater.planner.expressions import BoundPredicate, Op
 from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.files import DataFile
@@ -116,8 +115,7 @@ def deleted_rows(file, before, after, added_deletes=()):
         if {r.key for r in positional[0]} != {r.key for r in positional[1]} or change is None \
                 or not (change.added or change.removed):
             return DeletedRowsTask(c, file, 1, *positional, added_positional, change)
-        index = DeleteFileIndex({}, {}, positional[0])
-        return EqualityDeletedRowsTask(c, (DataFileRef(file, 1),), change, index)
+        return EqualityDeletedRowsTask(c, (DataFileRef(file, 1),), change, positional[0])
     return build
 
 

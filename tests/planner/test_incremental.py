@@ -215,7 +215,7 @@ def test_an_equality_delete_reaches_files_with_and_without_existing_deletes(corp
     assert {ref.file.spec_id for ref in task.candidates
             if ref.file.file_path in holding} == {0, 1}
     assert _paths(task.equality.added) == {d2} and task.equality.removed == ()
-    assert all(task.positional.positional_for(ref.sequence_number, ref.file) == ()
+    assert all(task.positional_for(ref) == ()
                for ref in task.candidates)
 
     scenario = corpus.scenarios["equality_deletes"]
@@ -232,7 +232,7 @@ def test_an_equality_delete_reaches_files_with_and_without_existing_deletes(corp
     assert isinstance(task, EqualityDeletedRowsTask)
     (ref,) = [r for r in task.candidates if r.file.file_path == f2]
     assert _paths(task.equality.added) == {d2}
-    assert d1 in _paths(task.positional.positional_for(ref.sequence_number, ref.file))
+    assert d1 in _paths(task.positional_for(ref))
     assert d2 not in _paths(task.equality.before.applying_to(ref.sequence_number, ref.file))
     assert d2 in _paths(task.equality.after.applying_to(ref.sequence_number, ref.file))
     assert _removed_ids(scenario, snapshot) == set()  # id 2 was gone already
