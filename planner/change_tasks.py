@@ -190,3 +190,7 @@ class CommitChanges:
 
     commit: ChangeCommit
     tasks: tuple[ChangeTask, ...]
+    # the net changes of a range as one set of tasks: the range's commits, each task's
+    # `commit` the one that added or removed its file, a deleted row's the one whose
+    # delete removed it (`IncrementalPlanner.plan_net`)
+    spanned: tuple[ChangeCommit, ...] = ()

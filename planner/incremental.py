@@ -16,7 +16,7 @@ and only their deltas are read, to carry the state on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from meltwater.planner.change_range import ChangeRange
 from meltwater.planner.change_tasks import (
@@ -31,7 +31,7 @@ from meltwater.planner.change_tasks import (
 )
 from meltwater.planner.delete_index import referenced_data_file
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
-from meltwater.planner.files import DataFile, EntryStatus, ManifestFile
+from meltwater.planner.files import DataFile, EntryStatus, ManifestContent, ManifestFile
 from meltwater.planner.filter_evaluators import FilterEvaluators
 from meltwater.planner.manifest_group import PlanStats, listed_manifests
 from meltwater.planner.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
@@ -133,19 +133,9 @@ class IncrementalPlanner:
         `appends_only`, only the files an append added."""
         commit = ChangeCommit(ordinal, snapshot.snapshot_id, snapshot.sequence_number,
                               snapshot.timestamp_ms, snapshot.operation)
-        data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
-        manifests = data_manifests + delete_manifests
-        delta = self._delta(snapshot, manifests)
-        state = self._state
-        if state is None or state.snapshot_id != snapshot.parent_id \
-                or snapshot.parent_id is None:
-            state = self._state_before(snapshot, manifests, delta)
-        after = state.advanced(snapshot.snapshot_id, delta)
-        self._refresh_row_ids(after, data_manifests)
-        self._state = after
-        self.stats.add(data_files_considered=len(delta.added_data) + len(delta.removed_data),
-                       delete_files_considered=len(delta.added_deletes)
-                       + len(delta.removed_deletes))
+        state, delta = self._advance(snapshot)
+        after = self._state
+        assert after is not None
         if snapshot.operation in NO_CHANGE_OPERATIONS or (
                 appends_only and snapshot.operation != "append"):
             return CommitChanges(commit, ())
@@ -196,12 +186,18 @@ class IncrementalPlanner:
 
     def _positional_changes(self, commit: ChangeCommit, before: TableState,
                             after: TableState, delta: CommitDelta,
-                            equality: EqualityChange | None) -> list[DeletedRowsTask]:
-        """A task for each older live data file whose position deletes or DVs changed."""
+                            equality: EqualityChange | None, *, every_file: bool = False
+                            ) -> list[DeletedRowsTask]:
+        """A task for each older live data file whose position deletes or DVs changed
+        (`every_file`: each file live in both states, for net changes, where deletes of
+        files added and removed in between leave no trace in `delta`)."""
         changed = delta.positional_changed
-        if not changed:
+        if not changed and not every_file:
             return []
         added_here = {ref.file.file_path for ref in delta.added_data}
+        if every_file:
+            changed = tuple(ref for ref in {**before.positional, **after.positional}.values()
+                            if (ref.key in before.positional) != (ref.key in after.positional))
         reached: dict[str, DataFileRef] = {}
         for delete in changed:
             target = referenced_data_file(delete.file)
@@ -239,6 +235,111 @@ class IncrementalPlanner:
                         and self._matches(ref):
                     found[path] = ref
         return tuple(found.values())
+
+    def plan_net(self, change_range: ChangeRange) -> CommitChanges | None:
+        """The net changes of a range as one set of tasks comparing the table before its
+        first commit with the table after its last (None: an empty range).
+
+        Net changes are the multiset difference of the two tables, so only the files whose
+        rows differ between them are read, once, however many commits the range has:
+        files added in the range and still live (their live rows), files live before and
+        removed (theirs), and files live in both whose deletes differ (`DeletedRowsTask`,
+        and one `EqualityDeletedRowsTask` for the equality deletes). Planning reads the
+        manifests of the range's two ends, not of every commit between them (those
+        whose own manifests removed a file are searched for it, to say which commit did).
+        Rows carry the commit that made their change (`CommitChanges.spanned`)."""
+        commits = change_range.commits
+        if not commits:
+            return None
+        spanned = tuple(ChangeCommit(i, s.snapshot_id, s.sequence_number, s.timestamp_ms,
+                                     s.operation) for i, s in enumerate(commits))
+        by_snapshot = {c.snapshot_id: c for c in spanned}
+        last = spanned[-1]
+        start, _ = self._advance(commits[0])
+        end = self._state_at(commits[-1])
+        removed = {p: r for p, r in start.data.items() if p not in end.data}
+        removed_by = self._removers(commits, spanned, set(removed))
+        tasks: list[ChangeTask] = []
+        for path, ref in removed.items():
+            if self._matches(ref):
+                tasks.append(DeletedDataFileTask(
+                    removed_by.get(path, last), ref.file, ref.sequence_number,
+                    start.positional_for(ref), _applying(start, ref)))
+        delta = CommitDelta(
+            tuple(r for p, r in end.data.items() if p not in start.data),
+            tuple(removed.values()),
+            tuple(r for k, r in {**end.positional, **end.equality}.items()
+                  if k not in start.positional and k not in start.equality),
+            tuple(r for k, r in {**start.positional, **start.equality}.items()
+                  if k not in end.positional and k not in end.equality))
+        equality = self._equality_change(start, end, delta)
+        positional = self._positional_changes(last, start, end, delta, equality,
+                                              every_file=True)
+        tasks.extend(positional)
+        if equality is not None and (equality.added or equality.removed):
+            own = {task.data_file.file_path for task in positional}
+            candidates = self._candidates(end, delta, own)
+            if candidates:
+                tasks.append(EqualityDeletedRowsTask(
+                    last, candidates, equality,
+                    tuple(sorted(start.positional.values(), key=lambda r: r.key))))
+        for path, ref in end.data.items():
+            if path not in start.data and self._matches(ref):
+                tasks.append(AddedRowsTask(by_snapshot.get(ref.snapshot_id, last), ref.file,
+                                           ref.sequence_number, end.positional_for(ref),
+                                           _applying(end, ref)))
+        self.stats.add(tasks=len(tasks))
+        return CommitChanges(last, tuple(tasks), spanned)
+
+    def _state_at(self, snapshot: Snapshot) -> TableState:
+        """The table's state after a commit, from its manifests (and carried on from it)."""
+        state = self._state
+        if state is not None and state.snapshot_id == snapshot.snapshot_id:
+            return state
+        data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
+        manifests = data_manifests + delete_manifests
+        entries = [e for m in manifests for e in self.reader.entries(m)]
+        self.stats.add(manifests_read=len(manifests))
+        self._row_ids = {m.manifest_path: m.first_row_id for m in manifests}
+        self._state = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
+                                    self.metadata.field_types)
+        return self._state
+
+    def _removers(self, commits: Sequence[Snapshot], spanned: Sequence[ChangeCommit],
+                  paths: set[str]) -> dict[str, ChangeCommit]:
+        """Which commit of the range removed each of `paths`: the one whose own manifests
+        list it DELETED (searched for those paths only, until all are found)."""
+        found: dict[str, ChangeCommit] = {}
+        for snapshot, commit in zip(commits, spanned, strict=True):
+            if len(found) == len(paths):
+                break
+            manifests = [m for m in self.reader.manifest_list(snapshot)
+                         if m.added_snapshot_id == snapshot.snapshot_id
+                         and m.content == ManifestContent.DATA and m.has_deleted_files()]
+            wanted = paths - found.keys()
+            for manifest in manifests:
+                for entry in self.reader.entries_naming(manifest, wanted):
+                    if entry.status == EntryStatus.DELETED \
+                            and entry.snapshot_id == snapshot.snapshot_id:
+                        found.setdefault(entry.file.file_path, commit)
+        return found
+
+    def _advance(self, snapshot: Snapshot) -> tuple[TableState, CommitDelta]:
+        """Carry the state over one commit: the state before it and the commit's delta."""
+        data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
+        manifests = data_manifests + delete_manifests
+        delta = self._delta(snapshot, manifests)
+        state = self._state
+        if state is None or state.snapshot_id != snapshot.parent_id \
+                or snapshot.parent_id is None:
+            state = self._state_before(snapshot, manifests, delta)
+        after = state.advanced(snapshot.snapshot_id, delta)
+        self._refresh_row_ids(after, data_manifests)
+        self._state = after
+        self.stats.add(data_files_considered=len(delta.added_data) + len(delta.removed_data),
+                       delete_files_considered=len(delta.added_deletes)
+                       + len(delta.removed_deletes))
+        return state, delta
 
     def plan(self, change_range: ChangeRange, *,
              appends_only: bool = False) -> Iterator[CommitChanges]:

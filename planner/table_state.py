@@ -51,7 +51,7 @@ class CommitDelta:
             added = entry.status == EntryStatus.ADDED
             if entry.file.content == FileContent.DATA:
                 (added_data if added else removed_data).append(
-                    DataFileRef(entry.file, entry.sequence_number))
+                    DataFileRef(entry.file, entry.sequence_number, entry.snapshot_id))
             else:
                 (added_deletes if added else removed_deletes).append(
                     DeleteFileRef(entry.file, entry.sequence_number))
@@ -103,7 +103,8 @@ class TableState:
             if entry.status == EntryStatus.DELETED:
                 continue
             if entry.file.content == FileContent.DATA:
-                state._add_data(DataFileRef(entry.file, entry.sequence_number))
+                state._add_data(DataFileRef(entry.file, entry.sequence_number,
+                                            entry.snapshot_id))
             else:
                 state._add_delete(DeleteFileRef(entry.file, entry.sequence_number))
         return state

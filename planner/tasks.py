@@ -44,10 +44,12 @@ class DeleteFileRef:
 
 @dataclass(frozen=True)
 class DataFileRef:
-    """A live data file with its data sequence number (what decides which deletes apply)."""
+    """A live data file with its data sequence number (what decides which deletes apply)
+    and, when known, the snapshot that added it."""
 
     file: DataFile
     sequence_number: int
+    snapshot_id: int | None = None
 
 
 @dataclass(frozen=True)

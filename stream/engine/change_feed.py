@@ -79,19 +79,34 @@ class ChangeFeed:
     def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
         # Imported here: planning a feed (as a stream's driver does) needs no data reader.
         """Plan the range and reconstruct its change rows, commit by commit, in batches of at
-        most `batch_size` rows."""
+        most `batch_size` rows (net changes: the range's net effect at once)."""
         from meltwater.stream.engine.deletes import DeleteLoader
-        from meltwater.stream.engine.reconstruction import reconstruct_range
+        from meltwater.stream.engine.reconstruction import reconstruct_net, reconstruct_range
 
         planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
-        commits = planner.plan(self.change_range, appends_only=self.appends_only)
         names = [f.name for f in self._selected().fields] + list(METADATA_COLUMNS)
-        for batch in reconstruct_range(commits, self.schema, self.table.io,
-                                       options=self.options,
-                                       deletes=DeleteLoader(self.table.io),
-                                       batch_size=batch_size, row_filter=self.row_filter):
+        loader = DeleteLoader(self.table.io)
+        if self.nets_by_state:
+            net = planner.plan_net(self.change_range)
+            batches = (iter(()) if net is None else reconstruct_net(
+                net, self.schema, self.table.io, options=self.options, deletes=loader,
+                batch_size=batch_size, row_filter=self.row_filter))
+        else:
+            commits = planner.plan(self.change_range, appends_only=self.appends_only)
+            batches = reconstruct_range(commits, self.schema, self.table.io,
+                                        options=self.options, deletes=loader,
+                                        batch_size=batch_size, row_filter=self.row_filter)
+        for batch in batches:
             if batch.num_rows:
                 yield batch.select(names)
+
+    @property
+    def nets_by_state(self) -> bool:
+        """Whether net changes are read as the difference of the table before and after
+        the range (`IncrementalPlanner.plan_net`): always, but for appended rows only
+        (`appends_only`) and trusted equality delete payloads, which are about commits."""
+        return (self.options.net and not self.appends_only
+                and self.options.equality_deletes == EqualityDeletes.RESOLVE)
 
     def reader(self, batch_size: int = 131_072) -> pa.RecordBatchReader:
         """The change rows as a RecordBatchReader, for pyarrow consumers and sinks."""

@@ -177,12 +177,30 @@ class EqualityRows:
             hit = pc.or_(hit, key_set.matches(batch))
         return hit
 
+    def first_deleted(self, ref: DataFileRef, positions: pa.Array,
+                      new_positional: Sequence[DeleteFileRef] = ()) -> pa.Array:
+        """For rows the commit (a range, for net changes) deleted, at `positions`: the
+        sequence number of the delete that removed each, the least of the equality deletes
+        live after it (`EqualityLookup.first_after`) and the position deletes and DVs in
+        `new_positional` (null: neither, as when the file itself went)."""
+        seqs = pa.nulls(len(positions), pa.int64())
+        if len(positions) and self.key_ids and self.change.after is not None:
+            keys = self.key_columns(ref)
+            _, after = self.lookups()
+            if after is not None:
+                first = after.first_after(_aliased(keys.take(positions), self.names),
+                                          ref.file, ref.sequence_number)
+                if first is not None:
+                    seqs = first
+        return positional_deaths(self.loader, ref, positions, new_positional, seqs)
+
     # -- the task ---------------------------------------------------------------------------
 
-    def changes(self, task: EqualityDeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """(change type, rows) of the task's candidates: every DELETE, then every INSERT.
-        Key columns and changed rows are decoded a few files at a time
-        (`remote_reads.each_in_order`)."""
+    def changes(self, task: EqualityDeletedRowsTask, *, deaths: bool = False
+                ) -> Iterator[tuple[str, pa.RecordBatch, pa.Array | None]]:
+        """(change type, rows, each DELETE's `first_deleted` sequence number when `deaths`)
+        of the task's candidates: every DELETE, then every INSERT. Key columns and changed
+        rows are decoded a few files at a time (`remote_reads.each_in_order`)."""
         if not self._sets:
             return  # every changed delete is trusted: its own rows are the DELETEs
         reached = [ref for ref in task.candidates if self.change.changed_for(ref)]
@@ -202,10 +220,24 @@ class EqualityRows:
 
         changed = [found for found in each_in_order(reached, resolve, ahead=len(reached))
                    if found is not None]
+
+        def read(item: tuple[DataFileRef, pa.Array]) -> list[pa.RecordBatch] | None:
+            """A file's few changed rows, read ahead; None for many: read where taken,
+            a batch at a time."""
+            return list(self.rows(*item)) if len(item[1]) <= self.batch_size else None
+
         for change_type, index in ((DELETE, 1), (INSERT, 2)):
             wanted = [(found[0], found[index]) for found in changed if len(found[index])]
-            for batches in each_in_order(wanted, lambda item: list(self.rows(*item))):
-                yield from ((change_type, batch) for batch in batches)
+            for (ref, positions), read_ahead in zip(wanted, each_in_order(wanted, read),
+                                                    strict=True):
+                batches = read_ahead if read_ahead is not None else self.rows(ref, positions)
+                seqs = (self.first_deleted(ref, positions)
+                        if deaths and change_type == DELETE else None)
+                start = 0
+                for batch in batches:
+                    yield (change_type, batch,
+                           None if seqs is None else seqs.slice(start, batch.num_rows))
+                    start += batch.num_rows
 
     def _positional(self, task: EqualityDeletedRowsTask, ref: DataFileRef) -> pa.Array | None:
         """The positions the position deletes and DVs live before the commit delete."""
@@ -218,6 +250,21 @@ class EqualityRows:
         yield from read_rows_at(ref.file, self.projection, self.io, positions,
                                 sequence_number=ref.sequence_number, deletes=self.loader,
                                 batch_size=self.batch_size)
+
+
+def positional_deaths(loader: DeleteLoader, ref: DataFileRef, positions: pa.Array,
+                      deletes: Sequence[DeleteFileRef], seqs: pa.Array | None = None
+                      ) -> pa.Array:
+    """`seqs` (or nulls) with each still-null row at `positions` given the sequence number
+    of the first of `deletes` (position deletes and DVs) that deletes it."""
+    found = seqs if seqs is not None else pa.nulls(len(positions), pa.int64())
+    for delete in sorted(deletes, key=lambda r: r.sequence_number):
+        mask = loader.deletion_mask([delete.file], ref.file.file_path)
+        if mask is None:
+            continue
+        hit = pc.and_(pc.is_in(positions, value_set=mask.positions), pc.is_null(found))
+        found = pc.if_else(hit, pa.scalar(delete.sequence_number, pa.int64()), found)
+    return found
 
 
 def _alias(fid: int) -> str:

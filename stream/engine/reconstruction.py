@@ -77,8 +77,9 @@ from meltwater.stream.engine.change_schema import (
 )
 from meltwater.stream.engine.delete_payloads import DeletePayloads, delete_keys
 from meltwater.stream.engine.deletes import DeleteLoader
-from meltwater.stream.engine.equality_changes import EqualityRows
+from meltwater.stream.engine.equality_changes import EqualityRows, positional_deaths
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
+from meltwater.stream.engine.remote_reads import each_in_order
 from meltwater.stream.engine.updates import (
     deletes_first,
     net_changes,
@@ -168,6 +169,30 @@ def reconstruct_range(commits: Iterable[CommitChanges], projection: Schema, io: 
     yield from net.to_batches(max_chunksize=batch_size)
 
 
+def reconstruct_net(net: CommitChanges, projection: Schema, io: FileIO, *,
+                    options: ChangeOptions, deletes: DeleteLoader | None = None,
+                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+    """The net effect of a range planned as one set of tasks comparing the table before
+    and after it (`IncrementalPlanner.plan_net`): its rows, then collapsed
+    (`net_changes`). Each net row carries the commit that made its change: the one that
+    added or removed its file, or whose delete removed it (among rows of equal content,
+    the latest)."""
+    per_row = dataclasses.replace(options, compute_updates=False, net=False)
+    loader = deletes if deletes is not None else DeleteLoader(io)
+    batches = list(_CommitRun(net, projection, io, per_row, loader, batch_size,
+                              row_filter).batches())
+    schema = change_schema(projection)
+    if batches:  # in the order of their commits, as `net_changes` wants them
+        table = pa.Table.from_batches(batches, schema=schema)
+        order = pc.sort_indices(table.column(CHANGE_ORDINAL))
+        batches = table.take(order).combine_chunks().to_batches()
+    net_rows = net_changes(batches, identifier_field_ids=options.identifier_field_ids,
+                           compute_updates=options.compute_updates,
+                           change_type_names=options.change_type_names, schema=schema)
+    yield from net_rows.to_batches(max_chunksize=batch_size)
+
+
 # -- one commit ------------------------------------------------------------------------------
 
 
@@ -192,6 +217,17 @@ class _CommitRun:
         self.trusted = ({} if options.equality_deletes != EqualityDeletes.TRUST_PAYLOAD
                         else self.payloads.trusted_files(commit))
         self._equality: EqualityRows | None = None
+        # net changes of a range (`CommitChanges.spanned`): each row tagged with the
+        # ordinal of the commit that made it, for its metadata columns
+        self.net = bool(commit.spanned)
+        spanned = commit.spanned
+        self._ordinals = (pa.array([c.sequence_number for c in spanned], pa.int64()),
+                          pa.array([c.ordinal for c in spanned], pa.int32()))
+        self._spanned_columns = (
+            pa.array([c.ordinal for c in spanned], pa.int32()),
+            pa.array([c.snapshot_id for c in spanned], pa.int64()),
+            pa.array([c.sequence_number for c in spanned], pa.int64()),
+            pa.array([c.timestamp_ms * 1000 for c in spanned], pa.timestamp("us", tz="UTC")))
 
     # -- orchestration ---------------------------------------------------------------------
 
@@ -199,7 +235,8 @@ class _CommitRun:
         tasks = self.commit.tasks
         leaving = [t for t in tasks if not isinstance(t, AddedRowsTask)]
         arriving = [t for t in tasks if isinstance(t, AddedRowsTask)]
-        compare = not self.options.keep_carryover or self.options.pairs_updates
+        compare = (not self.options.keep_carryover or self.options.pairs_updates) \
+            and not self.net  # net changes collapse the range's rows afterwards
         may_undelete = any(isinstance(t, (DeletedRowsTask, EqualityDeletedRowsTask))
                            and t.may_undelete for t in leaving)
         if compare and leaving and (arriving or may_undelete):
@@ -212,21 +249,49 @@ class _CommitRun:
              ) -> Iterator[tuple[str, pa.RecordBatch]]:
         """(change type, table-column batch) for every task: rows that left, then rows
         that arrived (a DeletedRowsTask's rare INSERTs are held back until the DELETEs are
-        out, so the order rule holds even when streaming)."""
+        out, so the order rule holds even when streaming). For net changes each batch
+        also carries the ordinal of the commit each row's change belongs to."""
         undeleted: list[pa.RecordBatch] = []
+        last = self.commit.commit.ordinal
         for path in sorted(self.trusted):
-            yield from self._filtered(DELETE, self.payloads.trusted_rows(self.trusted[path]))
+            yield from self._filtered(DELETE, (self._tagged(b, last) for b in
+                                               self.payloads.trusted_rows(self.trusted[path])))
         for task in leaving:
-            for change_type, batch in self._task_changes(task):
+            constant = task.commit.ordinal
+            for change_type, batch, seqs in self._task_changes(task):
+                batch = self._tagged(batch, constant if seqs is None else seqs)
                 if change_type == INSERT:
                     undeleted.append(batch)
                 else:
                     yield from self._filtered(change_type, [batch])
         for batch in undeleted:
             yield from self._filtered(INSERT, [batch])
-        for task in arriving:
-            yield from self._filtered(INSERT, self._read(task.data_file, task.sequence_number,
-                                                         task.deletes, task.equality))
+        def arrived(task: AddedRowsTask) -> Iterator[pa.RecordBatch]:
+            return (self._tagged(b, task.commit.ordinal)
+                    for b in self._read(task.data_file, task.sequence_number, task.deletes,
+                                        task.equality))
+
+        if self.net:  # a range's added files, held anyway: a few decoded at a time
+            for batches in each_in_order(arriving, lambda task: list(arrived(task))):
+                yield from self._filtered(INSERT, batches)
+            return
+        for task in arriving:  # one batch at a time, however large the file
+            yield from self._filtered(INSERT, arrived(task))
+
+    def _tagged(self, batch: pa.RecordBatch, commits: int | pa.Array) -> pa.RecordBatch:
+        """Net changes: the batch with each row's commit ordinal (`commits` an ordinal, or
+        per row the sequence number of the delete that removed it, null for the range's
+        last commit); otherwise the batch as it is."""
+        if not self.net:
+            return batch
+        if isinstance(commits, int):
+            ordinals = constant_array(pa.scalar(commits, pa.int32()), batch.num_rows)
+        else:
+            seqs, found = self._ordinals
+            ordinals = pc.fill_null(pc.take(found, pc.index_in(commits, value_set=seqs)),
+                                    pa.scalar(self.commit.commit.ordinal, pa.int32()))
+        return batch.append_column(pa.field(_COMMIT_TAG, pa.int32(), nullable=False),
+                                   ordinals)
 
     def _filtered(self, change_type: str, batches: Iterable[pa.RecordBatch]
                   ) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -281,6 +346,11 @@ class _CommitRun:
             known = list(names)
             index = pc.index_in(change_type, value_set=pa.array(known))
             types = pc.take(pa.array([names[k] for k in known]), index)
+        if self.net:  # each row's commit, by its ordinal among the range's
+            ordinals = batch.column(_COMMIT_TAG)
+            meta = [pc.take(column, ordinals) for column in self._spanned_columns]
+            columns = [*batch.drop_columns([_COMMIT_TAG]).columns, types, *meta]
+            return pa.RecordBatch.from_arrays(columns, schema=self.schema)
         commit: ChangeCommit = self.commit.commit
         columns = [
             *batch.columns, types,
@@ -300,15 +370,17 @@ class _CommitRun:
         return read_task(task, self.projection, self.io, batch_size=self.batch_size,
                          deletes=self.loader)
 
-    def _task_changes(self, task: ChangeTask) -> Iterator[tuple[str, pa.RecordBatch]]:
+    def _task_changes(self, task: ChangeTask
+                      ) -> Iterator[tuple[str, pa.RecordBatch, pa.Array | None]]:
+        """(change type, rows, for net changes each DELETE's removing sequence number)."""
         if isinstance(task, DeletedDataFileTask):
             for batch in self._read(task.data_file, task.sequence_number,
                                     task.existing_deletes, task.equality):
-                yield DELETE, batch
+                yield DELETE, batch, None
         elif isinstance(task, DeletedRowsTask):
             yield from self._deleted_rows(task)
         elif isinstance(task, EqualityDeletedRowsTask):
-            yield from self._equality_rows(task.equality).changes(task)
+            yield from self._equality_rows(task.equality).changes(task, deaths=self.net)
         else:
             raise TypeError(f"not a change task: {task!r}")
 
@@ -320,25 +392,26 @@ class _CommitRun:
                                           self.batch_size, excluded=trusted)
         return self._equality
 
-    def _deleted_rows(self, task: DeletedRowsTask) -> Iterator[tuple[str, pa.RecordBatch]]:
+    def _deleted_rows(self, task: DeletedRowsTask
+                      ) -> Iterator[tuple[str, pa.RecordBatch, pa.Array | None]]:
         ref = DataFileRef(task.data_file, task.sequence_number)
         change = task.equality
         changed = change is not None and bool(change.changed_for(ref))
         before, after = task.deletes_before, task.deletes_after
         if not changed and delete_keys(after) == delete_keys(before):
             return  # nothing changed for this file
-        if not changed:
+        if not changed and not self.net:
             payload = self.payloads.deleted_rows(
                 ref, before, after, task.added_deletes,
                 None if change is None else change.before)
             if payload is not None:
                 for batch in payload:
-                    yield DELETE, batch
+                    yield DELETE, batch, None
                 return
         yield from self._compare_sets(task, ref, changed)
 
     def _compare_sets(self, task: DeletedRowsTask, ref: DataFileRef, changed: bool
-                      ) -> Iterator[tuple[str, pa.RecordBatch]]:
+                      ) -> Iterator[tuple[str, pa.RecordBatch, pa.Array | None]]:
         """Compare the liveness of the rows that may change (those at changed positions,
         and those whose key an equality delete the commit changed holds) before and after
         the commit, reading only the row groups holding them."""
@@ -359,6 +432,8 @@ class _CommitRun:
         if trusted is not None:
             sets.append(())
             equality.append(trusted)
+        was = delete_keys(before)
+        new_positional = [r for r in after if r.key not in was]
         for item in read_with_delete_sets(task.data_file, self.projection, self.io, sets,
                                           batch_size=self.batch_size, deletes=self.loader,
                                           positions_of_interest=interest,
@@ -374,7 +449,20 @@ class _CommitRun:
                 left, arrived = pc.and_(left, untrusted), pc.and_(arrived, untrusted)
             for change_type, mask in ((DELETE, left), (INSERT, arrived)):
                 if pc.any(mask).as_py():
-                    yield change_type, item.batch.filter(mask)
+                    seqs = None
+                    if self.net and change_type == DELETE:
+                        positions = pc.add(pc.indices_nonzero(mask).cast(pa.int64()),
+                                           pa.scalar(item.first, pa.int64()))
+                        seqs = self._first_deleted(ref, positions, change, new_positional)
+                    yield change_type, item.batch.filter(mask), seqs
+
+    def _first_deleted(self, ref: DataFileRef, positions: pa.Array,
+                       change: EqualityChange | None,
+                       new_positional: Sequence[DeleteFileRef]) -> pa.Array:
+        """Net changes: the sequence number of the delete that removed each row."""
+        if change is not None:
+            return self._equality_rows(change).first_deleted(ref, positions, new_positional)
+        return positional_deaths(self.loader, ref, positions, new_positional)
 
     def _trusted_set(self, change: EqualityChange | None) -> EqualityDeleteSet | None:
         """The commit's trusted equality deletes (`trust-payload`) as a set, if any."""
@@ -398,6 +486,9 @@ class _CommitRun:
         only_new = new.filter(pc.invert(pc.is_in(new, value_set=old)))
         changed = pa.concat_arrays([only_old, only_new])
         return pc.take(changed, pc.sort_indices(changed))
+
+
+_COMMIT_TAG = "__meltwater_commit"
 
 
 def _full(mask: pa.BooleanArray | None, n: int) -> pa.BooleanArray:

@@ -233,9 +233,13 @@ class MeltwaterBatchReader(DataSourceReader):
     def _change_partitions(self, feed: ChangeFeed) -> list[InputPartition]:
         planner = IncrementalPlanner(feed.table, feed.row_filter, stats=feed.stats)
         io = io_properties_of(feed.table)
+        if feed.nets_by_state:
+            net = planner.plan_net(feed.change_range)
+            planned = [] if net is None else [net]
+        else:
+            planned = list(planner.plan(feed.change_range, appends_only=feed.appends_only))
         commits = [CommitPart(c, feed.schema, 0, len(c.tasks))  # the range end's schema
-                   for c in planner.plan(feed.change_range, appends_only=feed.appends_only)
-                   if c.tasks]
+                   for c in planned if c.tasks]
         if feed.options.net:
             parts = [ChangePartition(tuple(commits), feed.options, feed.row_filter,
                                      io_properties=io)] if commits else []

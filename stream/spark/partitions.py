@@ -95,9 +95,14 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
                               batch_size=size, threads=1)
     elif isinstance(partition, ChangePartition):
         if partition.options.net:
-            from meltwater.stream.engine.reconstruction import reconstruct_range
+            from meltwater.stream.engine.reconstruction import reconstruct_net, reconstruct_range
 
             parts = partition.parts
+            if len(parts) == 1 and parts[0].changes.spanned:  # the range as one set of tasks
+                yield from reconstruct_net(parts[0].changes, parts[0].projection, io,
+                                           options=partition.options, batch_size=size,
+                                           row_filter=partition.row_filter)
+                return
             yield from reconstruct_range([p.changes for p in parts], parts[0].projection, io,
                                          options=partition.options, batch_size=size,
                                          row_filter=partition.row_filter)

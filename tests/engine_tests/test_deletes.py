@@ -223,7 +223,7 @@ def test_multi_column_keys_are_null_safe_and_whole(tmp_path) -> None:
     keys = pa.table({"id": [1, 2, None, 1], "name": ["a", None, "c", "a"]}, schema=schema)
     file = equality_deletes(tmp_path / "eq.parquet", keys, (1, 2))
     loader = DeleteLoader(IO)
-    assert loader.equality_keys(file).num_rows == 3  # distinct keys only
+    assert loader.equality_keys(file).num_rows == 4  # as written: every use dedupes
     sets = loader.equality_deletes([file], {1: pa.int64(), 2: pa.string()},
                                    {1: ("id",), 2: ("name",)})
     batch = _batch([1, 1, 2, 2, None, None, 3], ["a", "b", None, "a", "c", None, "a"])
