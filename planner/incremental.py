@@ -253,7 +253,7 @@ class IncrementalPlanner:
             return None
         spanned = tuple(ChangeCommit(i, s.snapshot_id, s.sequence_number, s.timestamp_ms,
                                      s.operation) for i, s in enumerate(commits))
-        by_snapshot = {c.snapshot_id: c for c in spanned}
+        by_snapshot: dict[int | None, ChangeCommit] = {c.snapshot_id: c for c in spanned}
         last = spanned[-1]
         start, _ = self._advance(commits[0])
         end = self._state_at(commits[-1])

@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
+import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -235,6 +236,22 @@ class DeleteLoader:
             if keys.num_rows:
                 sets.append(EqualityKeySet(ids, keys, key_paths))
         return EqualityDeletes(sets) if sets else None
+
+
+_shared_loaders: weakref.WeakKeyDictionary[Any, DeleteLoader] = weakref.WeakKeyDictionary()
+_shared_loaders_lock = threading.Lock()
+
+
+def shared_loader(io: FileIO) -> DeleteLoader:
+    """One loader per FileIO in this process (`meltwater.planner.fileio.shared_file_io`
+    gives executors one FileIO per table storage): the partitions an executor reads, micro-
+    batch after micro-batch, share what was read of immutable files (delete files, key
+    columns, a backlog's equality lookup) instead of reading it again for each."""
+    with _shared_loaders_lock:
+        loader = _shared_loaders.get(io)
+        if loader is None:
+            loader = _shared_loaders[io] = DeleteLoader(io)
+        return loader
 
 
 def _sized(value: pa.Array | pa.Table) -> tuple[Any, int]:

@@ -226,8 +226,9 @@ class EqualityRows:
             a batch at a time."""
             return list(self.rows(*item)) if len(item[1]) <= self.batch_size else None
 
-        for change_type, index in ((DELETE, 1), (INSERT, 2)):
-            wanted = [(found[0], found[index]) for found in changed if len(found[index])]
+        leaving = [(ref, left) for ref, left, _ in changed if len(left)]
+        arriving = [(ref, arrived) for ref, _, arrived in changed if len(arrived)]
+        for change_type, wanted in ((DELETE, leaving), (INSERT, arriving)):
             for (ref, positions), read_ahead in zip(wanted, each_in_order(wanted, read),
                                                     strict=True):
                 batches = read_ahead if read_ahead is not None else self.rows(ref, positions)

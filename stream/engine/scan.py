@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -25,6 +26,9 @@ from meltwater.planner.table_source import TableSource
 from meltwater.planner.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema
+
+if TYPE_CHECKING:
+    from meltwater.stream.engine.deletes import DeleteLoader
 
 DEFAULT_BATCH_SIZE = 131_072
 # Arrow decodes a bulk scan on its own thread pool; the thread consuming the scan only
@@ -47,7 +51,8 @@ def _project(batch: pa.RecordBatch, names: list[str]) -> pa.RecordBatch:
 
 def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: Schema,
                io: FileIO, *, batch_size: int = DEFAULT_BATCH_SIZE,
-               threads: int | None = None, bulk: bool = True) -> Iterator[pa.RecordBatch]:
+               threads: int | None = None, bulk: bool = True,
+               deletes: DeleteLoader | None = None) -> Iterator[pa.RecordBatch]:
     """Batches of every task, in `projection` columns, read by a pool of threads.
 
     With `bulk` (the default), the Parquet tasks are cut into shares (one per
@@ -66,7 +71,7 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
     names = [f.name for f in projection.fields]
     tasks = list(tasks)
     threads = threads or default_threads()
-    deletes = DeleteLoader(io)
+    deletes = deletes if deletes is not None else DeleteLoader(io)
     jobs: list[Callable[[], Iterator[pa.RecordBatch]]] = []
     if bulk:
         maybe, rest = candidates(tasks, read_schema, io)

@@ -88,11 +88,14 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
 
     size = batch_size or DEFAULT_BATCH_SIZE
     io = partition.open_io()
+    from meltwater.stream.engine.deletes import shared_loader
+
+    loader = shared_loader(io)  # what earlier partitions in this process read, kept
     if isinstance(partition, SnapshotPartition):
         from meltwater.stream.engine.scan import read_tasks
 
         yield from read_tasks(partition.tasks, partition.read_schema, partition.projection, io,
-                              batch_size=size, threads=1)
+                              batch_size=size, threads=1, deletes=loader)
     elif isinstance(partition, ChangePartition):
         if partition.options.net:
             from meltwater.stream.engine.reconstruction import reconstruct_net, reconstruct_range
@@ -100,16 +103,16 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
             parts = partition.parts
             if len(parts) == 1 and parts[0].changes.spanned:  # the range as one set of tasks
                 yield from reconstruct_net(parts[0].changes, parts[0].projection, io,
-                                           options=partition.options, batch_size=size,
-                                           row_filter=partition.row_filter)
+                                           options=partition.options, deletes=loader,
+                                           batch_size=size, row_filter=partition.row_filter)
                 return
             yield from reconstruct_range([p.changes for p in parts], parts[0].projection, io,
-                                         options=partition.options, batch_size=size,
-                                         row_filter=partition.row_filter)
+                                         options=partition.options, deletes=loader,
+                                         batch_size=size, row_filter=partition.row_filter)
             return
         from meltwater.stream.engine.held_changes import read_parts
 
-        yield from read_parts(partition.parts, io, partition.options, batch_size=size,
-                              row_filter=partition.row_filter)
+        yield from read_parts(partition.parts, io, partition.options, loader,
+                              batch_size=size, row_filter=partition.row_filter)
     else:
         raise TypeError(f"not a meltwater partition: {partition!r}")

@@ -5,6 +5,10 @@ again when it asks for its parts, and again if the batch is replayed; planning r
 manifests. Planning is a function of a commit's immutable manifests and the table's specs,
 so each commit is planned once and its plan kept until Spark commits an offset past it
 (`forget`): the plan a replayed batch gets is the plan its first run had.
+
+One planner serves the whole stream, carrying the table's state from each commit to the
+next (`meltwater.planner.table_state`), so a stream following a table reads each commit's
+own manifests, not every manifest of every commit.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class PlanCache:
 
     def __init__(self) -> None:
         self._planned: dict[tuple[int, bool], PlannedCommit] = {}
+        self._planner: IncrementalPlanner | None = None
 
     def snapshot(self, snapshot_id: int, scan: bool) -> Snapshot | None:
         """The snapshot of a planned commit (its metadata may have expired since)."""
@@ -60,8 +65,12 @@ class PlanCache:
                 AddedRowsTask(commit, t.data_file, t.sequence_number, t.deletes, t.equality)
                 for t in files)
         else:
-            tasks = IncrementalPlanner(table).plan_commit(snapshot, ordinal,
-                                                          appends_only=appends_only).tasks
+            if self._planner is None:
+                self._planner = IncrementalPlanner(table)
+            else:
+                self._planner.use_metadata(table)
+            tasks = self._planner.plan_commit(snapshot, ordinal,
+                                              appends_only=appends_only).tasks
         identifiers = options.identifier_field_ids if options.pairs_updates else None
         planned = PlannedCommit(ordinal, snapshot, tasks,
                                 commit_units(tasks, table.metadata.specs, identifiers or ()))
