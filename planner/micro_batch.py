@@ -12,6 +12,7 @@ offsets and splitting in full.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -180,6 +181,9 @@ class CommitPart:
     first_task: int
     task_count: int
     pairing: CommitSplit | None = None
+    # (share, shares): only the rows of one share of the commit's changed keys (see
+    # `key_shares`); None: every row
+    share: tuple[int, int] | None = None
 
     @property
     def whole(self) -> bool:
@@ -200,6 +204,32 @@ class CommitPart:
         for task in self.changes.tasks:
             total += task_cost(task)
         return total
+
+    @property
+    def shareable(self) -> bool:
+        """Whether the part may be read in shares of its keys (`key_shares`): a whole
+        commit whose rows change only by equality deletes of one set of key columns and
+        by added files, as upsert and CDC jobs commit, so every row a key's changes are
+        compared with has that key."""
+        tasks = self.changes.tasks
+        found = [t for t in tasks if isinstance(t, EqualityDeletedRowsTask)]
+        if not self.whole or self.pairing is not None or self.share is not None \
+                or len(found) != 1 or self.changes.spanned:
+            return False
+        change = found[0].equality
+        ids = {tuple(r.file.equality_ids or ()) for r in change.added + change.removed}
+        top = {f.field_id for f in self.projection.fields}
+        return (len(ids) == 1 and set(next(iter(ids))) <= top
+                and all(isinstance(t, (AddedRowsTask, EqualityDeletedRowsTask)) for t in tasks))
+
+    def key_shares(self, count: int) -> list[CommitPart]:
+        """The part as `count` parts each reading one share of the commit's keys: the
+        rows whose key has the share's rank among the commit's changed keys (sorted),
+        modulo `count` (share 0 also the added rows of other keys). Every reader ranks the
+        same keys alike, so each key's rows, deleted and added, are in one share, where
+        carry-over removal and update pairing compare them; the shares together are the
+        commit. Each share reads every candidate's key columns and only its own rows."""
+        return [dataclasses.replace(self, share=(index, count)) for index in range(count)]
 
     def split(self, target_bytes: int) -> list[CommitPart]:
         """Consecutive pieces of about `target_bytes` (only for `one_way` parts)."""
@@ -236,7 +266,12 @@ def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_S
     pieces: list[CommitPart] = []
     weights: list[int] = []
     for part, cost in zip(parts, costs, strict=True):
-        if part.one_way and cost > target and len(part.changes.tasks) > 1:
+        if part.shareable and cost > target:
+            count = min(cores, -(-cost // target))
+            for piece in part.key_shares(count):
+                pieces.append(piece)
+                weights.append(cost // count)
+        elif part.one_way and cost > target and len(part.changes.tasks) > 1:
             for piece in part.split(target):
                 pieces.append(piece)
                 weights.append(piece.cost.bytes)

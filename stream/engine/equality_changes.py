@@ -49,12 +49,35 @@ from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_rows_at
 from meltwater.stream.engine.remote_reads import each_in_order
 
 
+class KeyShare:
+    """One share of a commit's changed keys, for reading an upsert commit on several
+    executors (`meltwater.planner.micro_batch.CommitPart.key_shares`): a row is the
+    share's when its key's rank among the commit's distinct changed keys, modulo the
+    number of shares, is the share's index; share 0 also takes rows of other keys."""
+
+    def __init__(self, change: EqualityChange, loader: DeleteLoader, names: dict[int, str],
+                 index: int, count: int) -> None:
+        refs = change.added + change.removed
+        (key_set,) = _key_sets(refs, loader)  # shareable commits key on one set of ids
+        self.key_set, self.names = key_set, names
+        self.index, self.count = index, count
+
+    def keeps(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """Which rows of a batch (its key columns named as `names` says) are the share's."""
+        codes = self.key_set.codes_of(_aliased(pa.Table.from_batches([batch]), self.names))
+        mine = pc.equal(_modulo(codes, self.count), pa.scalar(self.index, pa.int64()))
+        if self.index == 0:
+            mine = pc.or_kleene(mine, pc.is_null(codes))
+        return pc.fill_null(mine, False)
+
+
 class EqualityRows:
     """One commit's equality change, ready to find the rows it changed in data files."""
 
     def __init__(self, change: EqualityChange, projection: Schema, io: FileIO,
                  loader: DeleteLoader, batch_size: int = DEFAULT_BATCH_SIZE,
-                 excluded: Sequence[DeleteFileRef] = ()) -> None:
+                 excluded: Sequence[DeleteFileRef] = (), share: KeyShare | None = None
+                 ) -> None:
         self.change = change
         self.projection = projection
         self.io = io
@@ -71,30 +94,12 @@ class EqualityRows:
                 everything += [*equality.global_refs, *equality.scoped_refs]
         self.key_ids = sorted({fid for ref in everything for fid in ref.file.equality_ids or ()})
         self.names = key_names(projection, self.key_ids)
-        self._sets = self._key_sets(changed)
+        self._sets = _key_sets(changed, loader)
+        self.share = share
         self._lookups: tuple[EqualityLookup | None, EqualityLookup | None] | None = None
         self._types: dict[int, pa.DataType] | None = None
 
     # -- keys -----------------------------------------------------------------------------
-
-    def _key_sets(self, refs: Sequence[DeleteFileRef]) -> list[EqualityKeySet]:
-        """The changed deletes' distinct keys, one set per equality field ids."""
-        groups: dict[tuple[int, ...], list[pa.Table]] = {}
-        for ref in refs:
-            ids = tuple(ref.file.equality_ids or ())
-            groups.setdefault(ids, []).append(self.loader.equality_keys(ref.file))
-        sets = []
-        for ids, tables in groups.items():
-            names = [str(fid) for fid in ids]
-            types = [tables[0].schema.field(n).type for n in names]
-            for table in tables[1:]:
-                types = [common_type(t, table.schema.field(n).type)
-                         for t, n in zip(types, names, strict=True)]
-            schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
-            keys = pa.concat_tables([t.select(names).cast(schema) for t in tables])
-            if keys.num_rows:
-                sets.append(EqualityKeySet(ids, keys, {fid: (_alias(fid),) for fid in ids}))
-        return sets
 
     def key_columns(self, ref: DataFileRef) -> pa.Table:
         """The data file's key columns (cached)."""
@@ -105,7 +110,8 @@ class EqualityRows:
         return table
 
     def matching(self, keys: pa.Table) -> pa.Array:
-        """Positions of the rows whose key a changed delete holds (sorted)."""
+        """Positions of the rows whose key a changed delete holds (sorted; of the share's
+        keys only, when reading a share)."""
         batch = _aliased(keys, self.names)
         hit = None
         for key_set in self._sets:
@@ -113,6 +119,8 @@ class EqualityRows:
             hit = found if hit is None else pc.or_(hit, found)
         if hit is None:
             return pa.array([], pa.int64())
+        if self.share is not None:
+            hit = pc.and_(hit, self.share.keeps(batch))
         return pc.indices_nonzero(hit).cast(pa.int64())
 
     # -- liveness -------------------------------------------------------------------------
@@ -173,7 +181,7 @@ class EqualityRows:
         """Rows a trusted (excluded) delete of the commit holds the key of."""
         trusted = [r for r in self.change.added if r.key in self.excluded]
         hit = pa.repeat(pa.scalar(False), batch.num_rows)
-        for key_set in self._key_sets(trusted):
+        for key_set in _key_sets(trusted, self.loader):
             hit = pc.or_(hit, key_set.matches(batch))
         return hit
 
@@ -253,6 +261,33 @@ class EqualityRows:
                                 batch_size=self.batch_size)
 
 
+def _key_sets(refs: Sequence[DeleteFileRef], loader: DeleteLoader) -> list[EqualityKeySet]:
+    """Equality delete files' distinct keys, one set per equality field ids, looked up in
+    batches under `_alias(field id)`."""
+    groups: dict[tuple[int, ...], list[pa.Table]] = {}
+    for ref in refs:
+        ids = tuple(ref.file.equality_ids or ())
+        groups.setdefault(ids, []).append(loader.equality_keys(ref.file))
+    sets = []
+    for ids, tables in groups.items():
+        names = [str(fid) for fid in ids]
+        types = [tables[0].schema.field(n).type for n in names]
+        for table in tables[1:]:
+            types = [common_type(t, table.schema.field(n).type)
+                     for t, n in zip(types, names, strict=True)]
+        schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
+        keys = pa.concat_tables([t.select(names).cast(schema) for t in tables])
+        if keys.num_rows:
+            sets.append(EqualityKeySet(ids, keys, {fid: (_alias(fid),) for fid in ids}))
+    return sets
+
+
+def _modulo(codes: pa.Array, count: int) -> pa.Array:
+    whole = pc.multiply(pc.divide(codes, pa.scalar(count, pa.int64())),
+                        pa.scalar(count, pa.int64()))
+    return pc.subtract(codes, whole)
+
+
 def positional_deaths(loader: DeleteLoader, ref: DataFileRef, positions: pa.Array,
                       deletes: Sequence[DeleteFileRef], seqs: pa.Array | None = None
                       ) -> pa.Array:
@@ -279,6 +314,8 @@ def _aliased(keys: pa.Table, names: dict[int, str]) -> pa.RecordBatch:
     arrays = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
     fields = list(keys.schema)
     for fid, name in names.items():
+        if keys.schema.get_field_index(_alias(fid)) >= 0:
+            continue  # aliased already
         arrays.append(keys.column(name).combine_chunks())
         fields.append(pa.field(_alias(fid), keys.schema.field(name).type))
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))

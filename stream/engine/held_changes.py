@@ -57,6 +57,11 @@ def read_parts(parts: Iterable[CommitPart], io: FileIO, options: ChangeOptions,
     for reads without update pairing (`reconstruct`'s, applied before it)."""
     loader = deletes if deletes is not None else DeleteLoader(io)
     for part in parts:
+        if part.share is not None:  # one share of a commit's keys (`CommitPart.key_shares`)
+            yield from reconstruct(part.changes, part.projection, io, options=options,
+                                   deletes=loader, batch_size=batch_size,
+                                   row_filter=row_filter, share=part.share)
+            continue
         yield from part_changes(part.changes, part.projection, part.pairing, io,
                                 options=options, deletes=loader, batch_size=batch_size,
                                 row_filter=row_filter)

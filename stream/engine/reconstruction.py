@@ -77,7 +77,8 @@ from meltwater.stream.engine.change_schema import (
 )
 from meltwater.stream.engine.delete_payloads import DeletePayloads, delete_keys
 from meltwater.stream.engine.deletes import DeleteLoader
-from meltwater.stream.engine.equality_changes import EqualityRows, positional_deaths
+from meltwater.stream.engine.equality_changes import EqualityRows, KeyShare, positional_deaths
+from meltwater.stream.engine.key_columns import key_names
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
 from meltwater.stream.engine.remote_reads import each_in_order
 from meltwater.stream.engine.updates import (
@@ -113,8 +114,8 @@ def change_schema(projection: Schema) -> pa.Schema:
 
 def reconstruct(commit: CommitChanges, projection: Schema, io: FileIO, *,
                 options: ChangeOptions | None = None, deletes: DeleteLoader | None = None,
-                batch_size: int = DEFAULT_BATCH_SIZE,
-                row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+                batch_size: int = DEFAULT_BATCH_SIZE, row_filter: Expression = TRUE,
+                share: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
     """The change rows of one commit, as batches of `change_schema(projection)`.
 
     `projection` is the schema of the range's end snapshot (or its selected columns);
@@ -122,12 +123,13 @@ def reconstruct(commit: CommitChanges, projection: Schema, io: FileIO, *,
     changes whose row matches it (applied before carry-over removal and pairing, so an
     update moving a row out of the filter is seen as a DELETE). Within a commit, DELETE
     and UPDATE_BEFORE rows come before INSERT and UPDATE_AFTER rows. Pass one
-    `DeleteLoader` for a whole range so delete files are read once.
+    `DeleteLoader` for a whole range so delete files are read once. With `share`, only
+    the rows of that share of the commit's keys (`CommitPart.key_shares`).
     """
     options = options or ChangeOptions()
     run = _CommitRun(commit, projection, io, options,
                      deletes if deletes is not None else DeleteLoader(io), batch_size,
-                     row_filter)
+                     row_filter, share)
     yield from run.batches()
 
 
@@ -201,7 +203,7 @@ class _CommitRun:
 
     def __init__(self, commit: CommitChanges, projection: Schema, io: FileIO,
                  options: ChangeOptions, loader: DeleteLoader, batch_size: int,
-                 row_filter: Expression) -> None:
+                 row_filter: Expression, share: tuple[int, int] | None = None) -> None:
         self.commit = commit
         self.projection = projection
         self.io = io
@@ -217,6 +219,7 @@ class _CommitRun:
         self.trusted = ({} if options.equality_deletes != EqualityDeletes.TRUST_PAYLOAD
                         else self.payloads.trusted_files(commit))
         self._equality: EqualityRows | None = None
+        self.share = self._key_share(share)
         # net changes of a range (`CommitChanges.spanned`): each row tagged with the
         # ordinal of the commit that made it, for its metadata columns
         self.net = bool(commit.spanned)
@@ -298,8 +301,20 @@ class _CommitRun:
         for batch in batches:
             if self.filter is not None and batch.num_rows:
                 batch = batch.filter(self.filter)
+            if self.share is not None and batch.num_rows:
+                batch = batch.filter(self.share.keeps(batch))
             if batch.num_rows:
                 yield change_type, batch
+
+    def _key_share(self, share: tuple[int, int] | None) -> KeyShare | None:
+        """The share of the commit's keys this run reads (None: all of them)."""
+        if share is None:
+            return None
+        (task,) = [t for t in self.commit.tasks if isinstance(t, EqualityDeletedRowsTask)]
+        change = task.equality
+        ids = sorted({fid for r in change.added + change.removed
+                      for fid in r.file.equality_ids or ()})
+        return KeyShare(change, self.loader, key_names(self.projection, ids), *share)
 
     def _compared(self, raw: Iterator[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
         """Hold the commit's changes, drop carry-over, pair updates, then emit."""
@@ -389,7 +404,7 @@ class _CommitRun:
         if self._equality is None or self._equality.change is not change:
             trusted = [r for r in change.added if r.file.file_path in self.trusted]
             self._equality = EqualityRows(change, self.projection, self.io, self.loader,
-                                          self.batch_size, excluded=trusted)
+                                          self.batch_size, excluded=trusted, share=self.share)
         return self._equality
 
     def _deleted_rows(self, task: DeletedRowsTask

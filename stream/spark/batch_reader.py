@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -43,6 +44,7 @@ from meltwater.planner.expressions import TRUE, Expression
 from meltwater.planner.incremental import IncrementalPlanner
 from meltwater.planner.micro_batch import CommitPart
 from meltwater.planner.scan import TableScan
+from meltwater.planner.splitting import DEFAULT_OPEN_FILE_COST, SplitOptions
 from meltwater.planner.table_loading import Table, load_table
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema as engine_schema
@@ -57,6 +59,7 @@ from meltwater.stream.spark.options import (
     is_change_read,
     row_options,
     snapshot_read,
+    split_size,
     table_source,
 )
 from meltwater.stream.spark.partitions import (
@@ -243,14 +246,25 @@ class MeltwaterBatchReader(DataSourceReader):
         if feed.options.net:
             parts = [ChangePartition(tuple(commits), feed.options, feed.row_filter,
                                      io_properties=io)] if commits else []
-        else:
-            parts = [ChangePartition((c,), feed.options, feed.row_filter, io_properties=io)
-                     for c in commits]
+        else:  # a commit each; an upsert commit bigger than a split in shares of its keys
+            target = self._split_target(feed, sum(c.cost.bytes for c in commits))
+            parts = [ChangePartition((piece,), feed.options, feed.row_filter,
+                                     io_properties=io)
+                     for c in commits for piece in _shares(c, target)]
         log.info("meltwater change read of %s, (%s, %s], filter [%s]: %d commits with changes "
                  "in %d partitions; %s", feed.table.metadata_location,
                  feed.change_range.from_snapshot_id, feed.change_range.to_snapshot_id,
                  feed.row_filter, len(commits), len(parts), feed.stats.as_dict())
         return list(parts)
+
+    def _split_target(self, feed: ChangeFeed, total: int) -> int:
+        """Bytes one Spark task of the change read should read: option `split-size`, else
+        the table's `read.split.target-size`, but a small read is still spread over the
+        cores (as `pack_parts` spreads a micro-batch)."""
+        target = split_size(self.options) or SplitOptions.of_table(
+            feed.table.metadata.properties).target_size
+        cores = max(2, os.cpu_count() or 2)
+        return min(target, max(DEFAULT_OPEN_FILE_COST, -(-total // cores)))
 
     # -- executor side ------------------------------------------------------------------------
 
@@ -262,6 +276,16 @@ class MeltwaterBatchReader(DataSourceReader):
         for batch in read_partition(partition, self.batch_size):
             if batch.num_rows:
                 yield conform(batch, target, _unfit_for_read_schema)
+
+
+def _shares(part: CommitPart, target: int) -> list[CommitPart]:
+    """A commit's part, or for an upsert commit costing more than `target` bytes, parts
+    each reading one share of its keys, one per core at most (`CommitPart.key_shares`):
+    its work spread over the executors."""
+    cost = part.cost.bytes
+    if not part.shareable or cost <= target:
+        return [part]
+    return part.key_shares(min(max(2, os.cpu_count() or 2), -(-cost // target)))
 
 
 def _unfit_for_read_schema(what: str) -> UnreadableFileError:

@@ -363,6 +363,12 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
     )
 
 
+def split_size(options: Mapping[str, str]) -> int | None:
+    """Option `split-size`: the bytes one Spark task reads (None: the table's
+    `read.split.target-size`)."""
+    return _positive(_size(_lower(options), "split-size"), "split-size")
+
+
 # -- the options there are -------------------------------------------------------------------
 
 # Every option the source reads, as its documentation writes it (Spark hands them over
@@ -383,7 +389,7 @@ BATCH_OPTION_NAMES = ("snapshot-id", "versionAsOf", "as-of-timestamp", "timestam
                       "start-timestamp", "startingVersion", "startingTimestamp",
                       "end-snapshot-id", "endingVersion", "end-timestamp", "endingTimestamp",
                       "read-changes", "readChangeFeed", "net-changes", "skip-expired-snapshots",
-                      *ROW_OPTION_NAMES)
+                      "split-size", *ROW_OPTION_NAMES)
 TABLE_OPTION_NAMES = ("path", "table", CATALOG_OPTION)
 PROPERTY_PREFIXES = (CATALOG_PREFIX, IO_PREFIX)
 
