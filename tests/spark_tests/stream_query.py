@@ -1,10 +1,12 @@
-"""Run one `meltwater` streaming query in its own process, for the restart and cluster tests.
+"""Run one `meltwater` streaming query (or batch read) in its own process, for the restart
+and cluster tests.
 
     python tests/spark_tests/stream_query.py --master local[2] --table T --checkpoint C --sink S \
-        [--option k=v ...] [--hold-after-first-batch] [--pid-column]
+        [--option k=v ...] [--hold-after-first-batch] [--pid-column] [--batch]
 
 Reads `spark.readStream.format("meltwater").load(T)` with trigger(availableNow=True) and
-writes a Parquet sink (exactly once through its `_spark_metadata` log).
+writes a Parquet sink (exactly once through its `_spark_metadata` log); with `--batch`,
+`spark.read.format("meltwater").load(T)` written to the sink directory as Parquet.
 `--hold-after-first-batch`: once the first micro-batch is committed (its `commits/0` is in
 the checkpoint), every task of a later one writes `<checkpoint>.held` and then blocks for
 good, so a test can kill the process in the middle of a micro-batch without guessing how
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--option", action="append", default=[])
     parser.add_argument("--hold-after-first-batch", action="store_true")
     parser.add_argument("--pid-column", action="store_true")
+    parser.add_argument("--batch", action="store_true")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -50,7 +53,8 @@ def main() -> None:
     import meltwater.stream
 
     meltwater.stream.register(spark)
-    reader = spark.readStream.format("meltwater").option("starting", "earliest")
+    reader = (spark.read.format("meltwater") if args.batch
+              else spark.readStream.format("meltwater").option("starting", "earliest"))
     for item in args.option:
         key, _, value = item.partition("=")
         reader = reader.option(key, value)
@@ -73,6 +77,14 @@ def main() -> None:
         called = F.udf(pid, IntegerType())(F.col("_change_type"))
         # a dropped column would be pruned, so without --pid-column the UDF is a filter
         frame = frame.withColumn("_pid", called) if with_pid else frame.filter(called > 0)
+    if args.batch:
+        partitions = frame.rdd.getNumPartitions()
+        frame.write.parquet(args.sink)
+        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
+        print(json.dumps({"partitions": partitions, "driver_pid": os.getpid(),
+                          "executors_and_driver": executors}), flush=True)
+        spark.stop()
+        return
     query = (frame.writeStream.format("parquet")
              .option("checkpointLocation", args.checkpoint)
              .trigger(availableNow=True).start(args.sink))

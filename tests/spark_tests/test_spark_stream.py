@@ -656,6 +656,31 @@ def test_local_cluster_reads_in_executors(spark, corpus, tmp_path):
     assert_same_rows(got, _changes(location, got), "local-cluster")
 
 
+def test_local_cluster_spreads_one_upsert_commit_over_both_executors(spark, corpus, tmp_path):
+    """One commit's work is split across executors by shares of its keys (split-size
+    below the commit's size): both executors read, and the rows are the engine's own.
+    Iceberg Java's key-only delete of ids 2 and 3: a share each."""
+    scenario = corpus.scenarios["equality_deletes"]
+    snapshot = next(s for s in scenario.snapshots
+                    if s.label == "key-only equality delete of ids 2, 3 in part a")
+    options = {"start-snapshot-id": str(snapshot.parent_id),
+               "end-snapshot-id": str(snapshot.snapshot_id), "split-size": "1"}
+    command = _child(tmp_path, "b", scenario.location, "--master", "local-cluster[2,1,1024]",
+                     "--pid-column", "--batch",
+                     *[arg for k, v in options.items() for arg in ("--option", f"{k}={v}")])
+    done = subprocess.run(command, env=_child_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["executors_and_driver"] == 3 and report["partitions"] == 2
+    got = spark.read.parquet(str(tmp_path / "b" / "sink")).toArrow()
+    pids = set(got["_pid"].to_pylist())
+    assert len(pids) == 2 and report["driver_pid"] not in pids  # both executors read
+    expected = meltwater.stream.changes(scenario.location, from_snapshot_id=snapshot.parent_id,
+                                        to_snapshot_id=snapshot.snapshot_id).read_all()
+    assert_same_rows(got.drop_columns(["_pid"]), expected, "local-cluster upsert commit")
+
+
 def test_stream_schema_on_a_table_with_expired_history(spark, corpus):
     """A stream's schema is the current snapshot's: resolving it must not walk (and fail
     on) the expired history it will never read."""
