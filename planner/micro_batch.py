@@ -125,22 +125,26 @@ def _delete_bytes(refs: Sequence[DeleteFileRef]) -> int:
 
 
 def task_cost(task: ChangeTask) -> Cost:
-    """The data files a task may read, their rows (an upper bound on its change rows), and
-    their bytes with those of the delete files listed for them (and the equality deletes a
-    commit added, which every task of it shares)."""
+    """The files a task reads, the rows it may change (a data file's rows; the keys of an
+    equality change), and the bytes it may read (with those of its delete files)."""
     if isinstance(task, EqualityDeletedRowsTask):
-        files = [ref.file for ref in task.candidates]
-        deletes: Sequence[DeleteFileRef] = task.equality.added + task.equality.removed
+        # Found by key: its rows are about its keys, not the rows of the files it may
+        # reach, of which it reads the key columns and the row groups where a key matched
+        # (with many keys, most of them: their bytes bound it).
+        changed = task.equality.added + task.equality.removed
+        return Cost(len(changed), sum(ref.file.record_count for ref in changed),
+                    sum(ref.file.file_size_in_bytes for ref in task.candidates)
+                    + _delete_bytes(changed))
+    deletes: Sequence[DeleteFileRef]
+    if isinstance(task, DeletedRowsTask):
+        deletes = task.deletes_before + task.deletes_after
+    elif isinstance(task, AddedRowsTask):
+        deletes = task.deletes
     else:
-        files = [task.data_file]
-        if isinstance(task, DeletedRowsTask):
-            deletes = task.deletes_before + task.deletes_after
-        elif isinstance(task, AddedRowsTask):
-            deletes = task.deletes
-        else:
-            deletes = task.existing_deletes
-    return Cost(len(files), sum(f.record_count for f in files),
-                sum(f.file_size_in_bytes for f in files) + _delete_bytes(deletes))
+        deletes = task.existing_deletes
+    data = task.data_file
+    return Cost(1, data.record_count, data.file_size_in_bytes + _delete_bytes(deletes))
+
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,22 @@ class PipelineConfig:
     def source_options(self) -> dict[str, str]:
         """The options of the pipeline's `readStream.format("meltwater")`: its own, and its
         catalog's properties as `catalog.*` options (the source runs in Spark's Python
-        workers, which do not see this configuration file)."""
-        return {**self.options, **catalog_options(self.table_source)}
+        workers, which do not see this configuration file). Unless the pipeline bounds its
+        micro-batches itself, they read at most `DEFAULT_MAX_ROWS` rows
+        (`streaming-max-rows-per-micro-batch`): sinks gather each micro-batch in the
+        service's own process, so this bounds its memory (a table's first snapshot, read
+        as INSERTs, is then several micro-batches)."""
+        options = {**self.options, **catalog_options(self.table_source)}
+        if not any(k.lower() in _BUDGET_OPTIONS for k in options):
+            options[_DEFAULT_BUDGET] = str(DEFAULT_MAX_ROWS)
+        return options
+
+
+DEFAULT_MAX_ROWS = 500_000
+_DEFAULT_BUDGET = "streaming-max-rows-per-micro-batch"
+_BUDGET_OPTIONS = {"streaming-max-files-per-micro-batch", "maxfilespertrigger",
+                   "streaming-max-rows-per-micro-batch", "streaming-max-bytes-per-micro-batch",
+                   "maxbytespertrigger"}
 
 
 def catalog_options(source: TableSource) -> dict[str, str]:
