@@ -227,12 +227,13 @@ class CommitPart:
                 and all(isinstance(t, (AddedRowsTask, EqualityDeletedRowsTask)) for t in tasks))
 
     def key_shares(self, count: int) -> list[CommitPart]:
-        """The part as `count` parts each reading one share of the commit's keys: the
-        rows whose key has the share's rank among the commit's changed keys (sorted),
-        modulo `count` (share 0 also the added rows of other keys). Every reader ranks the
-        same keys alike, so each key's rows, deleted and added, are in one share, where
-        carry-over removal and update pairing compare them; the shares together are the
-        commit. Each share reads every candidate's key columns and only its own rows."""
+        """The part as `count` parts each reading one share of the commit's keys
+        (`meltwater.stream.engine.equality_changes.KeyShare`: a key goes with the largest
+        older file holding it, the files dealt to the shares by size, so each file's rows
+        are read whole by one share). Every reader shares the keys alike, so each key's
+        rows, deleted and added, are in one share, where carry-over removal and update
+        pairing compare them; the shares together are the commit. Each share reads every
+        candidate's key columns and only its own rows."""
         return [dataclasses.replace(self, share=(index, count)) for index in range(count)]
 
     def split(self, target_bytes: int) -> list[CommitPart]:

@@ -26,7 +26,7 @@ position 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,21 +51,66 @@ from meltwater.stream.engine.remote_reads import each_in_order
 
 class KeyShare:
     """One share of a commit's changed keys, for reading an upsert commit on several
-    executors (`meltwater.planner.micro_batch.CommitPart.key_shares`): a row is the
-    share's when its key's rank among the commit's distinct changed keys, modulo the
-    number of shares, is the share's index; share 0 also takes rows of other keys."""
+    executors (`meltwater.planner.micro_batch.CommitPart.key_shares`).
+
+    The expensive part of an upsert commit is reading whole the rows its keys had: random
+    keys land in every row group of every older file, so shares of keys chosen by rank
+    would each decode every file. Keys are shared by where their rows are instead: the
+    candidate files are dealt to the shares by size (largest first, each to the share
+    with the fewest bytes so far), and a key belongs to the share of the largest
+    candidate holding it (ties: the earlier candidate), so each big file is decoded by
+    one share. A key no candidate holds (an upsert inserting a new id) goes by its code
+    modulo the shares; rows of keys no changed delete holds, to share 0. Every reader
+    sees the same candidates and key columns, so each key's rows, deleted and added,
+    are in one share, where carry-over removal and update pairing compare them."""
 
     def __init__(self, change: EqualityChange, loader: DeleteLoader, names: dict[int, str],
-                 index: int, count: int) -> None:
+                 index: int, count: int, candidates: Sequence[DataFileRef],
+                 key_columns: Callable[[DataFileRef], pa.Table]) -> None:
         refs = change.added + change.removed
         (key_set,) = _key_sets(refs, loader)  # shareable commits key on one set of ids
         self.key_set, self.names = key_set, names
         self.index, self.count = index, count
+        self._candidates = [ref for ref in candidates if change.changed_for(ref)]
+        self._key_columns = key_columns
+        self._owners: tuple[pa.Array, pa.Array] | None = None
+
+    def _owned(self) -> tuple[pa.Array, pa.Array]:
+        """(key codes some candidate holds, the share each belongs to), by the rule above."""
+        if self._owners is not None:
+            return self._owners
+        order = sorted(range(len(self._candidates)),
+                       key=lambda i: (-self._candidates[i].file.file_size_in_bytes, i))
+        loads = [0] * self.count
+        share_of: dict[int, int] = {}
+        for i in order:
+            share = min(range(self.count), key=lambda s: (loads[s], s))
+            share_of[i] = share
+            loads[share] += self._candidates[i].file.file_size_in_bytes
+        rank = {i: r for r, i in enumerate(order)}
+        found = each_in_order(self._candidates, self._key_columns)
+        codes, ranks = [], []
+        for i, keys in enumerate(found):
+            held = pc.drop_null(pc.unique(self.key_set.codes_of(_aliased(keys, self.names))))
+            codes.append(held)
+            ranks.append(pa.array([rank[i]] * len(held), pa.int64()))
+        if not codes:
+            self._owners = (pa.array([], pa.int64()), pa.array([], pa.int64()))
+            return self._owners
+        first = (pa.table({"code": pa.concat_arrays(codes), "rank": pa.concat_arrays(ranks)})
+                 .group_by("code", use_threads=False).aggregate([("rank", "min")]))
+        shares = pa.array([share_of[order[r]] for r in first["rank_min"].to_pylist()],
+                          pa.int64())
+        self._owners = (first["code"].combine_chunks(), shares)
+        return self._owners
 
     def keeps(self, batch: pa.RecordBatch) -> pa.BooleanArray:
         """Which rows of a batch (its key columns named as `names` says) are the share's."""
         codes = self.key_set.codes_of(_aliased(pa.Table.from_batches([batch]), self.names))
-        mine = pc.equal(_modulo(codes, self.count), pa.scalar(self.index, pa.int64()))
+        owned, shares = self._owned()
+        owner = pc.take(shares, pc.index_in(codes, value_set=owned))
+        owner = pc.coalesce(owner, _modulo(codes, self.count))
+        mine = pc.equal(owner, pa.scalar(self.index, pa.int64()))
         if self.index == 0:
             mine = pc.or_kleene(mine, pc.is_null(codes))
         return pc.fill_null(mine, False)

@@ -78,7 +78,7 @@ from meltwater.stream.engine.change_schema import (
 from meltwater.stream.engine.delete_payloads import DeletePayloads, delete_keys
 from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.equality_changes import EqualityRows, KeyShare, positional_deaths
-from meltwater.stream.engine.key_columns import key_names
+from meltwater.stream.engine.key_columns import key_names, key_table
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
 from meltwater.stream.engine.remote_reads import each_in_order
 from meltwater.stream.engine.updates import (
@@ -314,7 +314,11 @@ class _CommitRun:
         change = task.equality
         ids = sorted({fid for r in change.added + change.removed
                       for fid in r.file.equality_ids or ()})
-        return KeyShare(change, self.loader, key_names(self.projection, ids), *share)
+        index, count = share
+        return KeyShare(change, self.loader, key_names(self.projection, ids), index, count,
+                        task.candidates,
+                        lambda ref: key_table(ref.file, self.projection, ids, self.io,
+                                              self.loader))
 
     def _compared(self, raw: Iterator[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
         """Hold the commit's changes, drop carry-over, pair updates, then emit."""

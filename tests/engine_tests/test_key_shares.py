@@ -69,3 +69,33 @@ def test_the_upsert_commit_pairs_its_update_within_one_share(corpus):
         afters = {r["id"] for r in rows if r["_change_type"] == "UPDATE_AFTER"}
         assert befores == afters
     assert sum(len(rows) for rows in per_share) == sum(kinds.values())
+
+
+def test_shares_read_each_changed_file_once(corpus, monkeypatch):
+    """Keys go with the file holding them, so the shares together read each data file's
+    changed rows once, as the whole commit does, not once a share (random keys touch
+    every row group: shares by key rank would each decode every file)."""
+    import meltwater.stream.engine.equality_changes as equality_changes
+
+    reads: list[str] = []
+    original = equality_changes.read_rows_at
+
+    def recording(data_file, *args, **kwargs):
+        reads.append(data_file.file_path)
+        return original(data_file, *args, **kwargs)
+
+    monkeypatch.setattr(equality_changes, "read_rows_at", recording)
+    checked = 0
+    for name in ("equality_deletes", "equality_global"):
+        for feed, part in _parts(corpus, name, RowOptions()):
+            if not part.shareable:
+                continue
+            reads.clear()
+            list(read_parts([part], IO, feed.options))
+            whole = Counter(reads)
+            reads.clear()
+            for share in part.key_shares(2):
+                list(read_parts([share], IO, feed.options))
+            assert Counter(reads) == whole, (name, part.changes.commit)
+            checked += bool(whole)
+    assert checked >= 2

@@ -659,10 +659,11 @@ def test_local_cluster_reads_in_executors(spark, corpus, tmp_path):
 def test_local_cluster_spreads_one_upsert_commit_over_both_executors(spark, corpus, tmp_path):
     """One commit's work is split across executors by shares of its keys (split-size
     below the commit's size): both executors read, and the rows are the engine's own.
-    Iceberg Java's key-only delete of ids 2 and 3: a share each."""
-    scenario = corpus.scenarios["equality_deletes"]
+    Iceberg Java's global equality delete of ids 3, 25 and 33, whose rows are in data
+    files of both partition specs: keys go with the files holding them, a share each."""
+    scenario = corpus.scenarios["equality_global"]
     snapshot = next(s for s in scenario.snapshots
-                    if s.label == "key-only equality delete of ids 2, 3 in part a")
+                    if s.label == "global equality delete (spec 0) of ids 3, 25, 33")
     options = {"start-snapshot-id": str(snapshot.parent_id),
                "end-snapshot-id": str(snapshot.snapshot_id), "split-size": "1"}
     command = _child(tmp_path, "b", scenario.location, "--master", "local-cluster[2,1,1024]",
