@@ -91,7 +91,9 @@ class KeyShare:
         found = each_in_order(self._candidates, self._key_columns)
         codes, ranks = [], []
         for i, keys in enumerate(found):
-            held = pc.drop_null(pc.unique(self.key_set.codes_of(_aliased(keys, self.names))))
+            batch = _aliased(keys, self.names)
+            codes_of_rows = self.key_set.codes_of(batch)
+            held = pc.unique(pc.drop_null(codes_of_rows))
             codes.append(held)
             ranks.append(pa.array([rank[i]] * len(held), pa.int64()))
         if not codes:
@@ -164,9 +166,10 @@ class EqualityRows:
             hit = found if hit is None else pc.or_(hit, found)
         if hit is None:
             return pa.array([], pa.int64())
-        if self.share is not None:
-            hit = pc.and_(hit, self.share.keeps(batch))
-        return pc.indices_nonzero(hit).cast(pa.int64())
+        positions = pc.indices_nonzero(hit).cast(pa.int64())
+        if self.share is not None and len(positions):  # the share's keys among the few hits
+            positions = positions.filter(self.share.keeps(batch.take(positions)))
+        return positions
 
     # -- liveness -------------------------------------------------------------------------
 
