@@ -92,8 +92,8 @@ class KeyShare:
         codes, ranks = [], []
         for i, keys in enumerate(found):
             batch = _aliased(keys, self.names)
-            codes_of_rows = self.key_set.codes_of(batch)
-            held = pc.unique(pc.drop_null(codes_of_rows))
+            matched = batch.filter(self.key_set.matches(batch))
+            held = pc.unique(pc.drop_null(self.key_set.codes_of(matched)))
             codes.append(held)
             ranks.append(pa.array([rank[i]] * len(held), pa.int64()))
         if not codes:

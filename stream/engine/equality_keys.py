@@ -53,6 +53,11 @@ def _is_ordered(type_: pa.DataType) -> bool:
             or pa.types.is_boolean(type_))
 
 
+# Up to this many keys `matches` hashes them for every call (microseconds); a larger set
+# (a scan's backlog) is binary-searched, which builds nothing per call.
+_HASHED_MATCH_KEYS = 1 << 14
+
+
 class EqualityKeySet:
     """Distinct delete keys over some field ids, coded for null-safe membership tests (see
     the module doc). `row_codes` holds each built key row's code, in [0, code_count)."""
@@ -110,15 +115,20 @@ class EqualityKeySet:
                                index)
         return index
 
+    def _column(self, batch: pa.RecordBatch, j: int) -> pa.Array:
+        """The batch's values of key column `j`, in the set's type."""
+        column = batch.column(self.paths[j][0])
+        for name in self.paths[j][1:]:
+            column = pc.struct_field(column, [column.type.get_field_index(name)])
+        if not column.type.equals(self.types[j]):
+            column = column.cast(self.types[j], safe=False)
+        return column
+
     def codes_of(self, batch: pa.RecordBatch) -> pa.Array:
         """Each row's key code, null for a key the set does not hold (nulls equal nulls)."""
         combined = None
-        for j, (path, type_) in enumerate(zip(self.paths, self.types, strict=True)):
-            column = batch.column(path[0])
-            for name in path[1:]:
-                column = pc.struct_field(column, [column.type.get_field_index(name)])
-            if not column.type.equals(type_):
-                column = column.cast(type_, safe=False)
+        for j in range(len(self.paths)):
+            column = self._column(batch, j)
             if self.sorted:
                 return self._sorted_codes(column)
             code = pc.index_in(column, value_set=self.values[j], skip_nulls=False)
@@ -132,7 +142,13 @@ class EqualityKeySet:
         return combined
 
     def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray:
-        """True for each row whose key equals a delete key (nulls equal nulls)."""
+        """True for each row whose key equals a delete key (nulls equal nulls). A few
+        keys (one commit's) are hashed for each call: one probe a row, where coding the
+        rows (a binary search, a take and a comparison) costs four passes, and a change
+        read matches every candidate row of the table against its commit's keys."""
+        if self.sorted and self.size <= _HASHED_MATCH_KEYS:
+            return pc.is_in(self._column(batch, 0), value_set=self.values[0],
+                            skip_nulls=False)
         return pc.is_valid(self.codes_of(batch))
 
 
