@@ -55,8 +55,16 @@ def read_each(items: Sequence[T], read: Callable[[T], R], *, concurrently: bool)
         return list(pool.map(read, items))
 
 
+DECODING_THREADS_VARIABLE = "MELTWATER_DECODING_THREADS"
+
+
 def decoding_threads() -> int:
-    """Threads for decoding many files at once: one per core, at least two."""
+    """Threads for decoding many files at once: `MELTWATER_DECODING_THREADS` when set (on
+    Spark executors sharing a machine, the executor's cores: `spark.executorEnv.` passes
+    it), else one per core, at least two."""
+    given = os.environ.get(DECODING_THREADS_VARIABLE, "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     return max(2, os.cpu_count() or 2)
 
 

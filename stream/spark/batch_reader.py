@@ -258,11 +258,13 @@ class MeltwaterBatchReader(DataSourceReader):
         return list(parts)
 
     def _split_target(self, feed: ChangeFeed, total: int) -> int:
-        """Bytes one Spark task of the change read should read: option `split-size`, else
-        the table's `read.split.target-size`, but a small read is still spread over the
-        cores (as `pack_parts` spreads a micro-batch)."""
-        target = split_size(self.options) or SplitOptions.of_table(
-            feed.table.metadata.properties).target_size
+        """Bytes one Spark task of the change read should read: option `split-size` as
+        given, else the table's `read.split.target-size`, but then a small read is still
+        spread over the cores (as `pack_parts` spreads a micro-batch)."""
+        given = split_size(self.options)
+        if given:
+            return given
+        target = SplitOptions.of_table(feed.table.metadata.properties).target_size
         cores = max(2, os.cpu_count() or 2)
         return min(target, max(DEFAULT_OPEN_FILE_COST, -(-total // cores)))
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pyarrow as pa
@@ -13,7 +14,12 @@ from meltwater.planner.fileio import PyArrowFileIO
 from meltwater.planner.types import NestedField, PrimitiveType, Schema
 from meltwater.stream.engine import bulk_scan
 from meltwater.stream.engine.deletes import DeleteLoader
-from meltwater.stream.engine.remote_reads import REMOTE_READS, read_each, waits_on_network
+from meltwater.stream.engine.remote_reads import (
+    REMOTE_READS,
+    each_in_order,
+    read_each,
+    waits_on_network,
+)
 
 ID_NAME = Schema((NestedField(1, "id", PrimitiveType("long")),
                   NestedField(2, "name", PrimitiveType("string"))))
@@ -100,3 +106,20 @@ def test_remote_position_delete_files_are_read_ahead_on_the_pool(tmp_path) -> No
     for data, pos in zip(files, deletes, strict=True):
         assert loader.positions(pos, data.file_path).to_pylist() == [1]
     assert loader.reads == 4  # all from the cache
+
+
+def test_decoding_threads_follow_the_environment(monkeypatch):
+    """A Spark executor of one core on a shared machine decodes with one thread when told
+    (`spark.executorEnv.MELTWATER_DECODING_THREADS`); anything but a positive count is
+    ignored."""
+    from meltwater.stream.engine.remote_reads import decoding_threads
+
+    monkeypatch.setenv("MELTWATER_DECODING_THREADS", "1")
+    assert decoding_threads() == 1
+    seen: list[str] = []
+    assert list(each_in_order([1, 2, 3], lambda i: seen.append(threading.current_thread().name)
+                              or i)) == [1, 2, 3]
+    assert set(seen) == {threading.main_thread().name}  # read where taken, no pool
+    for ignored in ("0", "-3", "many", ""):
+        monkeypatch.setenv("MELTWATER_DECODING_THREADS", ignored)
+        assert decoding_threads() == max(2, os.cpu_count() or 2)
