@@ -104,6 +104,8 @@ def debezium_events(batches: Iterable[pa.RecordBatch], table_name: str, *,
                     ) -> Iterator[dict[str, Any]]:
     """Debezium envelopes for change batches, in order (see the module doc)."""
     pending: dict[str, Any] | None = None  # an UPDATE_BEFORE waiting for its after image
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
     for batch in batches:
         names = data_columns(batch)
         for row in batch.to_pylist():
