@@ -12,9 +12,12 @@ pipeline's `transactional_id` (which fences any earlier producer of the pipeline
 aborts its unfinished transaction) and then reads the pipeline's last `BatchMarker` back
 with a `read_committed` consumer (`meltwater.sinks.kafka_client`).
 
-**Exactly once.** `apply(batch_id, ...)` skips a batch id the last marker already holds:
-Spark replays the last batch after a crash, and that batch may have committed in Kafka
-before the checkpoint recorded it. Otherwise, in one transaction: every event (each with a
+**Exactly once.** `apply(batch_id, ...)` skips the batch id the last marker holds: Spark
+replays the last batch after a crash, and that batch may have committed in Kafka before
+the checkpoint recorded it. The replay must have the marker's event count and end
+snapshot, and an older batch id is refused (`BatchMismatchError`): either means a new
+checkpoint writing under an old transactional id, whose batches would otherwise all be
+skipped. Otherwise, in one transaction: every event (each with a
 header `meltwater.transaction` naming this attempt), a flush that waits until the broker
 has all of them, then the marker (batch id, attempt, event count, the snapshot the topic
 then holds whole), then the commit. A crash anywhere before the commit leaves an open
@@ -55,6 +58,7 @@ from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table
 from meltwater.sinks.errors import (
+    BatchMismatchError,
     InvalidKeyColumnError,
     KafkaRefusedError,
     MessageTooLargeError,
@@ -154,11 +158,12 @@ class KafkaSink:
         batch = as_table(changes)
         what = f"batch {batch_id} of {self.options.transactional_id}"
         producer = self._open()
-        if self._marker is not None and batch_id <= self._marker.batch_id:
-            return BatchResult(batch_id, True, batch.num_rows, 0, 0, self.reached())
         events = kafka_events(batch, self._event_options(batch), what=what,
                               names_at=self._names_at(batch))
         snapshot, sequence = self._reaches(batch, end, snapshot_id, sequence_number)
+        if self._marker is not None and batch_id <= self._marker.batch_id:
+            _check_replay(self._marker, batch_id, len(events), snapshot, what)
+            return BatchResult(batch_id, True, batch.num_rows, 0, 0, self.reached())
         marker = BatchMarker(self.options.transactional_id, batch_id, uuid.uuid4().hex,
                              self.options.connection.topic, len(events), snapshot, sequence,
                              BatchMarker.now())
@@ -393,6 +398,23 @@ class KafkaSink:
     def _sequence_number(self, snapshot_id: int | None) -> int | None:
         snapshot = None if snapshot_id is None else self._snapshot(snapshot_id)
         return None if snapshot is None else snapshot.sequence_number
+
+
+def _check_replay(marker: BatchMarker, batch_id: int, events: int, snapshot: int | None,
+                  what: str) -> None:
+    """A batch at or before the last one written is Spark's replay of that last batch, with
+    the same events and end, or something else: a new checkpoint under an old
+    transactional id, whose batches would all be skipped. Refused, never skipped."""
+    if batch_id < marker.batch_id:
+        raise BatchMismatchError(
+            f"{what}: transactional id {marker.transactional_id} last committed batch "
+            f"{marker.batch_id}, and Spark replays only its last batch: a new checkpoint "
+            "needs a new transactional-id")
+    if (marker.events, marker.snapshot_id) != (events, snapshot):
+        raise BatchMismatchError(
+            f"{what} was written with {marker.events} events up to snapshot "
+            f"{marker.snapshot_id}, and came again with {events} up to {snapshot}: a new "
+            "checkpoint needs a new transactional-id")
 
 
 __all__ = ["DEFAULT_BATCHES_TOPIC", "KafkaSink", "KafkaSinkOptions", "resolve_key"]

@@ -50,9 +50,12 @@ class Message:
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]:
     """Every message of the topic a read_committed consumer gets, partition by partition
-    in offset order."""
-    partitions = AdminClient({"bootstrap.servers": bootstrap}).list_topics(
-        timeout=timeout).topics[topic].partitions
+    in offset order (none before the topic exists)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=timeout).topics
+    if topic not in topics:
+        return []
+    partitions = topics[topic].partitions
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "meltwater-tests",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     try:

@@ -20,6 +20,7 @@ from kafka_read import check_order, confirmed, fold, markers, read_topic, truth_
 import meltwater.stream
 from meltwater.planner.table_loading import load_table
 from meltwater.sinks.errors import (
+    BatchMismatchError,
     BrokerAuthenticationError,
     MessageTooLargeError,
     MissingKeyColumnsError,
@@ -109,9 +110,17 @@ def test_the_topic_folds_to_iceberg_javas_table_after_every_commit(corpus, kafka
         written = read_topic(kafka_broker.bootstrap, topic)
         assert sink.apply(len(main) - 1, batch_of(scenario, main, len(main) - 1)).skipped
     with sink_for(kafka_broker, scenario, topic) as reopened:  # a restart, as after kill -9
-        assert reopened.reached().batch_id == len(main) - 1
-        for index in range(len(main)):
-            assert reopened.apply(index, batch_of(scenario, main, index)).skipped
+        last = len(main) - 1
+        assert reopened.reached().batch_id == last
+        assert reopened.apply(last, batch_of(scenario, main, last)).skipped
+        # an older batch id, or the last with other rows: a new checkpoint under an old
+        # transactional id, refused rather than skipped
+        with pytest.raises(BatchMismatchError, match=f"last committed batch {last}, and "
+                                                     "Spark replays only its last batch"):
+            reopened.apply(last - 1, batch_of(scenario, main, last - 1))
+        with pytest.raises(BatchMismatchError, match=f"batch {last} of test-{topic} was "
+                                                     "written with \\d+ events"):
+            reopened.apply(last, batch_of(scenario, main, 0))
     assert read_topic(kafka_broker.bootstrap, topic) == written
     messages = assert_folds_to_truth(kafka_broker, scenario, main, topic)
     assert messages == written  # every message is of a committed attempt
