@@ -99,6 +99,25 @@ def encode_event(event: dict[str, Any]) -> str:
     return json.dumps(event, default=json_default, allow_nan=False)
 
 
+_IMAGES = '{"before": null, "after": null'
+
+
+def envelope_tail(op: str, table_name: str, commit: dict[str, Any], ts_ms: int) -> str:
+    """What follows the two images in an envelope's JSON (`encode_event` of
+    `debezium_event`): the same for every event of one op in one commit."""
+    text = encode_event(debezium_event(op, None, None, table_name, commit, ts_ms))
+    if not text.startswith(_IMAGES):
+        raise AssertionError("debezium_event no longer starts with before and after")
+    return text[len(_IMAGES):]
+
+
+def envelope_text(before: str | None, after: str | None, tail: str) -> str:
+    """An envelope's JSON from its images' JSON (as `json.dumps` writes a row's dict, e.g.
+    `meltwater.output.text.json_objects`) and its op and commit's `envelope_tail`: the
+    text `encode_event` writes for the same event, without a dict per event."""
+    return f'{{"before": {before or "null"}, "after": {after or "null"}{tail}'
+
+
 def debezium_events(batches: Iterable[pa.RecordBatch], table_name: str, *,
                     initial_snapshot: bool = False, ts_ms: int | None = None
                     ) -> Iterator[dict[str, Any]]:

@@ -88,8 +88,8 @@ def test_tombstones_can_be_left_out_and_a_starting_snapshot_is_read_as_r():
 
 
 def test_a_key_with_two_live_rows_or_a_null_is_refused():
-    with pytest.raises(DuplicateKeyError, match=r"key \{'id': 1\} has 0 row\(s\) leaving and "
-                                                r"2 arriving in snapshot 100"):
+    with pytest.raises(DuplicateKeyError, match=r'key \{"id": 1\} has two rows arriving in '
+                                                r"snapshot 100: the table holds two live rows"):
         kafka_events(rows((0, "INSERT", 1, "a"), (0, "INSERT", 1, "b")), OPTIONS)
     with pytest.raises(NullKeyError, match="null in key column 'id'"):
         kafka_events(rows((0, "INSERT", None, "a")), OPTIONS)
@@ -103,3 +103,34 @@ def test_images_take_each_commits_column_names_by_field_id():
                                (2, "INSERT", 3, "c")), OPTIONS, names_at=names.__getitem__)
     assert [json.loads(e.value)["after"] for e in events] == [
         {"id": 1, "v": "a"}, {"id": 2, "value": "b"}, {"id": 3}]
+
+
+def test_messages_are_byte_for_byte_the_envelope_the_cli_writes():
+    """Keys and images are rendered column by column; the text is what `encode_event` of
+    `debezium_event` writes for the same rows (`meltwater changes --format
+    debezium-jsonl`): odd floats, escapes, decimals, times, dates, bytes, nested values."""
+    from decimal import Decimal
+
+    from meltwater.output.change_events import debezium_event, encode_event
+    from meltwater.output.json_values import json_safe
+
+    schema = pa.schema([F("id", pa.string(), 1), F("f", pa.float64(), 2),
+                        F("d", pa.decimal128(9, 3), 3), F("t", pa.timestamp("us", "UTC"), 4),
+                        F("day", pa.date32(), 5), F("b", pa.binary(), 6),
+                        F("s", pa.struct([("x", pa.int32())]), 7), *METADATA_FIELDS])
+    values = [("k\"1", 1e20, "1.500", TS, dt.date(2024, 5, 6), b"\x00\xff", {"x": 1}),
+              ("é", float("nan"), None, TS.replace(microsecond=7), None, None, None),
+              ("k3", -0.0, "-2.000", None, dt.date(1, 1, 1), b"", {"x": None})]
+    table = pa.Table.from_pylist([
+        {"id": id_, "f": f, "d": None if d is None else Decimal(d), "t": t, "day": day,
+         "b": b, "s": s, "_change_type": "INSERT", "_change_ordinal": 0,
+         "_commit_snapshot_id": 9, "_commit_sequence_number": 2, "_commit_timestamp": TS}
+        for id_, f, d, t, day, b, s in values], schema=schema)
+    events = kafka_events(table, EventOptions("db.t", ("id",)), ts_ms=3)
+    rows = {row["id"]: row for row in table.to_pylist()}
+    for event in events:
+        row = rows[json.loads(event.key)["id"]]
+        image = json_safe({k: v for k, v in row.items() if not k.startswith("_")})
+        assert event.value == encode_event(
+            debezium_event("c", None, image, "db.t", row, 3)).encode()
+        assert event.key == encode_event({"id": row["id"]}).encode()
