@@ -60,7 +60,7 @@ test: sysdeps $(BIN)/meltwater lint
 # no JDK, no system packages. They share nothing but read-only files, so pytest-xdist runs
 # them in FAST_WORKERS processes (one per core of a 2-core machine), each taking the next
 # test when it is done (worksteal: a few tests take seconds, most milliseconds).
-FAST := not corpus and not spark and not postgres and not service and not objectstore and not build
+FAST := not corpus and not spark and not postgres and not service and not objectstore and not kafka and not build
 FAST_WORKERS ?= 2
 
 test-fast: $(BIN)/meltwater

@@ -10,6 +10,7 @@ The read path (`meltwater.stream`, the planner) hands it Arrow batches and never
   joined into one Parquet file (the footer through the vendored `parquet.thrift`);
 - `pipeline`: writing on a thread of its own while the read goes on, bounded;
 - `files`: an output file that is whole or absent, whatever fails;
-- `change_events`: change rows as Debezium-style JSON events;
+- `change_events`: change rows as Debezium-style JSON events (the envelope the Kafka
+  sink writes too, `meltwater.sinks.kafka_events`);
 - `errors`: what cannot be written where or as asked.
 """

@@ -19,6 +19,11 @@ One event per change, one JSON object per line::
 
 Change types in either vocabulary (Iceberg's or Delta's) are understood. An update pair may
 straddle two batches; the writer carries the UPDATE_BEFORE over.
+
+The envelope is built in one place, `debezium_event` (and `encode_event` its JSON), for
+`meltwater changes --format debezium-jsonl` and for the Kafka sink
+(`meltwater.sinks.kafka_events`), which orders and pairs the events by its message key
+itself: both write the same events.
 """
 
 from __future__ import annotations
@@ -56,11 +61,70 @@ def _ms(value: Any) -> int | None:
     return int(value)
 
 
+def debezium_op(change_type: str, *, initial_snapshot: bool = False) -> str:
+    """The Debezium `op` of a single change row's type (either vocabulary): "c" for an
+    INSERT ("r" for rows an initial snapshot read), "d" for a DELETE. An update pair is one
+    "u" event, built from its two rows by whoever pairs them."""
+    kind = CANONICAL_NAMES.get(change_type)
+    if kind == INSERT:
+        return "r" if initial_snapshot else "c"
+    if kind == DELETE:
+        return "d"
+    raise ChangeOutputError(f"no single-row Debezium op for change type {change_type!r}")
+
+
+def debezium_event(op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
+                   table_name: str, commit: dict[str, Any], ts_ms: int | None = None
+                   ) -> dict[str, Any]:
+    """One Debezium envelope (see the module doc). `before` / `after` are row images as
+    `json_safe` makes them; `commit` is a change row (or any mapping) carrying the commit's
+    `_commit_snapshot_id`, `_commit_sequence_number` and `_commit_timestamp`; `ts_ms` is
+    when the event is produced (now, if not given)."""
+    return {
+        "before": before,
+        "after": after,
+        "op": op,
+        "source": {
+            "table": table_name,
+            "snapshot_id": commit.get(COMMIT_SNAPSHOT_ID),
+            "sequence_number": commit.get(COMMIT_SEQUENCE_NUMBER),
+            "ts_ms": _ms(commit.get(COMMIT_TIMESTAMP)),
+        },
+        "ts_ms": ts_ms if ts_ms is not None else int(time.time() * 1000),
+    }
+
+
+def encode_event(event: dict[str, Any]) -> str:
+    """An envelope as one line of JSON, values as the module doc says."""
+    return json.dumps(event, default=json_default, allow_nan=False)
+
+
+_IMAGES = '{"before": null, "after": null'
+
+
+def envelope_tail(op: str, table_name: str, commit: dict[str, Any], ts_ms: int) -> str:
+    """What follows the two images in an envelope's JSON (`encode_event` of
+    `debezium_event`): the same for every event of one op in one commit."""
+    text = encode_event(debezium_event(op, None, None, table_name, commit, ts_ms))
+    if not text.startswith(_IMAGES):
+        raise AssertionError("debezium_event no longer starts with before and after")
+    return text[len(_IMAGES):]
+
+
+def envelope_text(before: str | None, after: str | None, tail: str) -> str:
+    """An envelope's JSON from its images' JSON (as `json.dumps` writes a row's dict, e.g.
+    `meltwater.output.text.json_objects`) and its op and commit's `envelope_tail`: the
+    text `encode_event` writes for the same event, without a dict per event."""
+    return f'{{"before": {before or "null"}, "after": {after or "null"}{tail}'
+
+
 def debezium_events(batches: Iterable[pa.RecordBatch], table_name: str, *,
                     initial_snapshot: bool = False, ts_ms: int | None = None
                     ) -> Iterator[dict[str, Any]]:
     """Debezium envelopes for change batches, in order (see the module doc)."""
     pending: dict[str, Any] | None = None  # an UPDATE_BEFORE waiting for its after image
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
     for batch in batches:
         names = data_columns(batch)
         for row in batch.to_pylist():
@@ -77,24 +141,12 @@ def debezium_events(batches: Iterable[pa.RecordBatch], table_name: str, *,
                     raise ChangeOutputError("an UPDATE_AFTER row without its UPDATE_BEFORE")
                 before, after, op = pending, image, "u"
                 pending = None
-            elif kind == INSERT:
-                before, after, op = None, image, "r" if initial_snapshot else "c"
-            elif kind == DELETE:
-                before, after, op = image, None, "d"
+            elif kind in (INSERT, DELETE):
+                op = debezium_op(kind, initial_snapshot=initial_snapshot)
+                before, after = (None, image) if kind == INSERT else (image, None)
             else:
                 raise ChangeOutputError(f"unknown change type {row[CHANGE_TYPE]!r}")
-            yield {
-                "before": before,
-                "after": after,
-                "op": op,
-                "source": {
-                    "table": table_name,
-                    "snapshot_id": row.get(COMMIT_SNAPSHOT_ID),
-                    "sequence_number": row.get(COMMIT_SEQUENCE_NUMBER),
-                    "ts_ms": _ms(row.get(COMMIT_TIMESTAMP)),
-                },
-                "ts_ms": ts_ms if ts_ms is not None else int(time.time() * 1000),
-            }
+            yield debezium_event(op, before, after, table_name, row, ts_ms)
     if pending is not None:
         raise ChangeOutputError("the last UPDATE_BEFORE row has no UPDATE_AFTER row")
 
@@ -117,7 +169,7 @@ def _write_events(reader: Iterable[pa.RecordBatch], handle: IO[str], table_name:
     try:
         for event in debezium_events(reader, table_name, initial_snapshot=initial_snapshot,
                                      ts_ms=ts_ms):
-            handle.write(json.dumps(event, default=json_default, allow_nan=False) + "\n")
+            handle.write(encode_event(event) + "\n")
             count += 1
         return count
     finally:

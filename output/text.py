@@ -168,15 +168,22 @@ def json_cells(column: pa.Array) -> pa.Array:
     return _json_cells_python(column) if cells is None else cells
 
 
-def json_lines(batch: pa.RecordBatch) -> pa.Array | None:
-    """One JSON object per row, each ending in a newline, as one string array; None when
-    the batch's rows are no dict of its columns (no columns, or a name twice)."""
+def json_objects(batch: pa.RecordBatch, end: str = "") -> pa.Array | None:
+    """One JSON object per row, as `json.dumps` of the row's dict writes it, each followed
+    by `end`, as one string array; None when the batch's rows are no dict of its columns
+    (no columns, or a name twice)."""
     names = batch.schema.names
     if not names or len(set(names)) != len(names):
         return None
     keyed = [pc.binary_replace_slice(json_cells(column), 0, 0, json.dumps(name) + ": ")
              for name, column in zip(names, batch.columns, strict=True)]
-    return _wrap(_join([*keyed, ", "]), "{", "}\n")
+    return _wrap(_join([*keyed, ", "]), "{", "}" + end)
+
+
+def json_lines(batch: pa.RecordBatch) -> pa.Array | None:
+    """One JSON object per row, each ending in a newline, as one string array; None when
+    the batch's rows are no dict of its columns (no columns, or a name twice)."""
+    return json_objects(batch, "\n")
 
 
 # -- CSV ------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ A service runs pipelines; each reads one table's change stream and writes one si
     [pipelines.options]            # options of readStream.format("meltwater")
     starting = "earliest"
     [pipelines.sink]
-    type = "sqlite"                # sqlite, postgres, parquet, json, console (sinks.kinds)
+    type = "sqlite"                # sqlite, postgres, parquet, json, console, kafka
     url = "sqlite:////var/lib/meltwater/mirror.db"
     table = "orders"
     key = ["id"]                   # default: the table's identifier fields
@@ -142,8 +142,9 @@ class PipelineConfig:
 
     @property
     def sink_placement(self) -> SinkPlacement:
-        """The names a sink may need to place its state (pipeline, table, checkpoint)."""
-        return SinkPlacement(self.name, self.table_source, self.checkpoint)
+        """The names a sink may need to place its state (pipeline, table, checkpoint), and
+        the options of its stream."""
+        return SinkPlacement(self.name, self.table_source, self.checkpoint, self.options)
 
     @property
     def source_options(self) -> dict[str, str]:
@@ -434,6 +435,9 @@ def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -
         value = reader.get(key, option.kind, required=option.required)
         if value is None:
             continue
+        if option.kind is dict:  # a table of scalars, dotted names flattened
+            child = reader.child(key)
+            value = _dotted(child, child.table)
         if option.names and not all(isinstance(v, str) and v for v in value):
             reader.fail(key, "expected a list of column names")
         if option.minimum is not None and value < option.minimum:
@@ -451,13 +455,18 @@ def _check_sink_source_options(reader: _Reader, sink: SinkConfig,
                                options: Mapping[str, str]) -> None:
     """A source option the sink's kind fixes must not say otherwise (a mirror's stream runs
     with schema-change=fail, so a column added mid-stream is restarted into the mirror
-    instead of projected away)."""
+    instead of projected away), nor one it derives from its own options (a kafka sink's
+    key)."""
     given = {k.lower(): v for k, v in options.items()}
     kind = sink_kind(sink.type)
     for key, needed in kind.source_options.items():
         if given.get(key, needed) != needed:
             reader.fail(key, f"a {sink.type} sink's stream runs with {key}={needed}, "
                              f"{kind.source_options_reason}; remove the option")
+    for key in kind.derived_option_names:
+        if key in given:
+            reader.fail(key, f"a {sink.type} sink {kind.derived_options_reason}; remove "
+                             "the option")
 
 
 def _unique(source: str, pipelines: list[PipelineConfig]) -> None:

@@ -128,7 +128,9 @@ class PipelineRun:
         """Start the pipeline's streaming query, from its checkpoint if it has one."""
         config = self.config
         kind = sink_kind(config.sink.type)
-        options = {**config.source_options, **kind.source_options}  # e.g. schema-change
+        # e.g. schema-change; a kafka sink's key (which loads the table, and may refuse)
+        options = {**config.source_options,
+                   **kind.stream_options(config.sink.options, config.sink_placement)}
         if config.event_driven:
             options["watch-wait-ms"] = EVENT_WAIT_MS
         schema = stream_schema_for({**options, "path": config.table})

@@ -15,7 +15,11 @@ Arrow columns to what each database stores, `database` opens one by URL.
 
 The changelog archive and the console (`archive`) are Spark's own streaming sinks, set up
 for change rows; Spark's file sink log makes the archive exactly once without a ledger.
-A pipeline names its sink by kind (`kinds`: sqlite, postgres, parquet, json, console);
+Kafka (`kafka_stream`, `kafka_sink`, `kafka_events`, `kafka_client`) gets Debezium
+envelopes keyed by the key columns, one Kafka transaction per micro-batch, the batch id
+recorded in the same transaction; `kafka_foreach_batch` is that writer for a job of one's
+own. A pipeline names its sink by kind (`kinds`: sqlite, postgres, parquet, json, console,
+kafka);
 each kind says its configuration keys and how a streaming query writes to it.
 
     import meltwater.sinks, meltwater.stream
@@ -28,7 +32,7 @@ each kind says its configuration keys and how a streaming query writes to it.
     mirror.apply(start.batch_id + 1 if start else 0, changes)
 """
 
-from meltwater.sinks import archive, mirror_stream  # noqa: F401  (register their kinds)
+from meltwater.sinks import archive, kafka_stream, mirror_stream  # noqa: F401  (their kinds)
 from meltwater.sinks.base import (
     BatchResult,
     ChangeInput,
@@ -39,10 +43,12 @@ from meltwater.sinks.base import (
     sink_schemes,
 )
 from meltwater.sinks.errors import SinkError
+from meltwater.sinks.kafka_stream import kafka_foreach_batch
 from meltwater.sinks.kinds import SinkKind, register_sink_kind, sink_kind, sink_kind_names
 from meltwater.sinks.mirror import Mirror
 from meltwater.sinks.spark_writer import ForeachBatchWriter, foreach_batch
 
 __all__ = ["BatchResult", "ChangeInput", "ForeachBatchWriter", "Mirror", "Position", "Sink",
-           "SinkError", "SinkKind", "foreach_batch", "open_sink", "register_sink",
-           "register_sink_kind", "sink_kind", "sink_kind_names", "sink_schemes"]
+           "SinkError", "SinkKind", "foreach_batch", "kafka_foreach_batch", "open_sink",
+           "register_sink", "register_sink_kind", "sink_kind", "sink_kind_names",
+           "sink_schemes"]

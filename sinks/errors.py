@@ -61,3 +61,26 @@ class SchemaChangeNotMirroredError(SinkError):
     """An Iceberg schema change the mirror table cannot follow (the database refuses the
     DDL, a name is taken by a column the mirror does not own, a batch lacks a column its
     commit has); the message names the table and the column."""
+
+
+class KafkaRefusedError(SinkError):
+    """The Kafka broker refused the sink's writes for good: the message names the topic or
+    the property and what to change (the pipeline stops; restarting would not help)."""
+
+
+class MessageTooLargeError(KafkaRefusedError):
+    """A change event is larger than the producer's `message.max.bytes` or the broker's
+    (or the topic's) `max.message.bytes`; the message names the event and the limit."""
+
+
+class TopicUnavailableError(KafkaRefusedError):
+    """The sink's topic does not exist and may not be created, or may not be written."""
+
+
+class BrokerAuthenticationError(KafkaRefusedError):
+    """The broker refused the client's credentials (SASL) or its TLS handshake failed."""
+
+
+class ProducerFencedError(KafkaRefusedError):
+    """Another producer took over the pipeline's `transactional.id`: another process
+    writes this pipeline."""

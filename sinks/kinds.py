@@ -1,15 +1,17 @@
 """The kinds of sink a pipeline can write to, by the name its configuration gives.
 
 Each kind says what its configuration holds (`options`), what the change stream feeding
-it must be run with (`source_options`: a mirror needs `schema-change=fail`), what can be
+it must be run with (`source_options`: a mirror needs `schema-change=fail`; and
+`derived_source_options`, decided from the sink's own options as its query starts: a
+kafka sink pairs updates by its key), what can be
 checked before anything starts (`check`: a mirror opens its database once) and how a
 streaming query writes to it (`writer`). The service reads all of that from here, so a new
 sink is one `register_sink_kind` call, not an edit of the service's config parser, its
 preflight and its query builder.
 
 The kinds meltwater ships register themselves where they are defined (`archive`:
-parquet, json, console; `mirror_stream`: sqlite, postgres), and importing `meltwater.sinks`
-imports both, as it registers the mirror's URL schemes.
+parquet, json, console; `mirror_stream`: sqlite, postgres; `kafka_stream`: kafka), and
+importing `meltwater.sinks` imports them all, as it registers the mirror's URL schemes.
 
 The URL-scheme registry in `meltwater.sinks.base` (`open_sink`) is the other half: it opens a
 `Sink` (applies batches exactly once by id) from a URL; the mirror kinds use it.
@@ -30,7 +32,8 @@ class SinkOption:
     """One key of a sink's configuration: its TOML type, and whether it must be given.
 
     `names` marks a list of column names (each a non-empty string); `minimum` is the least
-    an integer may be."""
+    a number may be. A `dict` option is a TOML table of scalars, its nested keys flattened
+    to dotted names (`[pipelines.sink.properties]`)."""
 
     kind: type | tuple[type, ...]
     required: bool = False
@@ -40,16 +43,20 @@ class SinkOption:
 
 @dataclass(frozen=True)
 class SinkPlacement:
-    """Where a sink sits: the pipeline writing to it, its source table and checkpoint."""
+    """Where a sink sits: the pipeline writing to it, its source table and checkpoint, and
+    the options its stream is read with (`[pipelines.options]`)."""
 
     pipeline: str
     table: TableSource
     checkpoint: str
+    stream_options: Mapping[str, str] = field(default_factory=dict)
 
 
 # (frame, the sink's options, its placement) -> a DataStreamWriter not yet started
 WriterFactory = Callable[[Any, Mapping[str, Any], SinkPlacement], Any]
 Check = Callable[[Mapping[str, Any], SinkPlacement], None]
+# (the sink's options, its placement) -> stream options decided as its query starts
+DerivedOptions = Callable[[Mapping[str, Any], SinkPlacement], Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,22 @@ class SinkKind:
     url_prefixes: tuple[str, ...] = ()  # the `url` option must start with one of these
     source_options: Mapping[str, str] = field(default_factory=dict)
     source_options_reason: str = ""  # why, for the refusal of a config saying otherwise
+    # Stream options that follow from the sink's own (a kafka sink pairs updates by its
+    # key), resolved as the query starts; a pipeline setting one of `derived_option_names`
+    # itself is refused, `derived_options_reason` saying why.
+    derived_source_options: DerivedOptions | None = None
+    derived_option_names: tuple[str, ...] = ()
+    derived_options_reason: str = ""
     defaults: Callable[[SinkPlacement], dict[str, Any]] | None = None
     check: Check | None = None
+
+    def stream_options(self, options: Mapping[str, Any], placement: SinkPlacement
+                       ) -> dict[str, str]:
+        """Every stream option this kind fixes for a pipeline: its static ones and those
+        derived from the sink's options (which may load the table, and refuse)."""
+        derived = (self.derived_source_options(options, placement)
+                   if self.derived_source_options else {})
+        return {**self.source_options, **derived}
 
 
 _KINDS: dict[str, SinkKind] = {}

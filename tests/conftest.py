@@ -13,6 +13,7 @@ import itertools
 
 import pytest
 import setup_steps
+from kafka_broker import KafkaBroker, KafkaUnavailableError
 from pg_server import PostgresServer, PostgresUnavailableError, create_database
 from setup_steps import announce
 from writer_env import WriterEnvError
@@ -31,6 +32,9 @@ FIXTURE_MARKS = {
     "seaweed": "objectstore",  # SeaweedFS: S3 and an Iceberg REST catalog on loopback
     "seaweed_vending": "objectstore",  # the same, vending table-scoped credentials
     "seaweed_plain_lake": "objectstore",  # the same, its bucket `lake` a plain one
+    "kafka_broker": "kafka",  # Tansu, a Kafka-protocol broker, on loopback (per test)
+    "kafka_proxied": "kafka",  # the same behind a proxy a test can cut (broker unreachable)
+    "kafka_authenticated": "kafka",  # the same refusing every login (--authentication)
     "s3_corpus": "corpus",  # the Iceberg Java corpus written at s3:// locations
     "gcs_corpus": "corpus",  # a few of its scenarios written at gs:// locations
     "azure_corpus": "corpus",  # and at abfs:// locations
@@ -171,3 +175,39 @@ def postgres_url():
 def pg_database(postgres_url) -> str:
     """A fresh, empty database on the session's server, for one test."""
     return create_database(postgres_url, f"t{next(_databases)}")
+
+
+def _kafka(**options):
+    """A Tansu broker on loopback for one test; mandatory like the corpus: a missing binary
+    fails the test, saying how to install it."""
+    broker = KafkaBroker(**options)
+    try:
+        broker.start()
+    except KafkaUnavailableError as error:
+        broker.stop()
+        pytest.fail(f"the Kafka broker is unavailable: {error}", pytrace=False)
+    return broker
+
+
+@pytest.fixture
+def kafka_broker():
+    """Tansu (testbed/kafka_broker.py) on a loopback port, memory storage, for one test."""
+    broker = _kafka()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def kafka_proxied():
+    """Tansu behind a `LoopbackProxy` (`broker.proxy.cut()` / `.restore()`), for one test."""
+    broker = _kafka(proxied=True)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def kafka_authenticated():
+    """Tansu with `--authentication`, which refuses every SASL login, for one test."""
+    broker = _kafka(authentication=True)
+    yield broker
+    broker.stop()

@@ -48,7 +48,20 @@ def test_durations(text, seconds):
     (minimal(trigger="often"), "pipelines[0].trigger: expected \"event\""),
     (minimal(name="a b"), "pipelines[0].name: 'a b': use letters"),
     (minimal(table=3), "pipelines[0].table: expected a string, got int 3"),
-    (minimal(sink={"type": "kafka"}), "pipelines[0].sink.type: unknown sink 'kafka'"),
+    (minimal(sink={"type": "kinesis"}), "pipelines[0].sink.type: unknown sink 'kinesis'"),
+    (minimal(sink={"type": "kafka"}), "pipelines[0].sink.bootstrap-servers: is required"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092"},
+             options={"identifier-columns": "id"}),
+     "pipelines[0].options.identifier-columns: a kafka sink pairs updates by its message "
+     "key: set key in the sink instead; remove the option"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092"},
+             options={"schema-change": "project"}),
+     "pipelines[0].options.schema-change: a kafka sink's stream runs with schema-change=fail"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092",
+                   "properties": {"sasl": {"jaas": ["x"]}}}),
+     "pipelines[0].sink.properties.sasl.jaas: expected a string, number or boolean"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092", "timeout": 0}),
+     "pipelines[0].sink.timeout: expected at least 1, got 0"),
     (minimal(sink={"type": "sqlite"}), "pipelines[0].sink.url: is required"),
     (minimal(sink={"type": "sqlite", "url": "/tmp/x.db"}),
      "pipelines[0].sink.url: a sqlite sink needs a URL starting with sqlite:///"),
@@ -211,3 +224,28 @@ def test_a_registered_sink_kind_is_configured_by_its_own_keys():
                                           r"stream runs with compute-updates=true"):
         parse_config(minimal(sink={"type": "test-queue", "topic": "t"},
                              options={"compute-updates": "false"}))
+
+
+@pytest.mark.parametrize(("table", "topic"), [
+    ("/warehouse/db/orders", "db.orders"), ("s3://bucket/warehouse/db/orders/", "db.orders"),
+    ("/warehouse/db/orders/metadata/v3.metadata.json", "db.orders"), ("/orders", "orders"),
+    ("/data/my table/ord ers", "my_table.ord_ers")])
+def test_a_kafka_sinks_topic_is_the_tables_name_debezium_style(table, topic):
+    """A location's last two directories (namespace.table of a Hadoop-catalog warehouse),
+    a catalog table's identifier; the properties table flattened to librdkafka's names."""
+    config = parse_config(minimal(table=table, sink={
+        "type": "kafka", "bootstrap-servers": "b1:9092,b2:9092",
+        "properties": {"security.protocol": "SASL_SSL", "sasl": {"mechanism": "PLAIN"},
+                       "linger.ms": 20, "enable.idempotence": True}}))
+    sink = config.pipelines[0].sink
+    assert sink.options["topic"] == topic
+    assert sink.options["properties"] == {"security.protocol": "SASL_SSL",
+                                          "sasl.mechanism": "PLAIN", "linger.ms": 20,
+                                          "enable.idempotence": True}
+
+
+def test_a_catalog_tables_topic_is_its_identifier():
+    config = parse_config({"catalogs": {"lake": {"uri": "http://127.0.0.1:1"}},
+                           **minimal(table="lake.sales.orders",
+                                     sink={"type": "kafka", "bootstrap-servers": "b:9092"})})
+    assert config.pipelines[0].sink.options["topic"] == "lake.sales.orders"
