@@ -94,7 +94,9 @@ class IncrementalPlanner:
                       delta: CommitDelta) -> TableState:
         """The state at the commit's parent, from the commit's manifests."""
         entries = [e for m in manifests for e in self.reader.entries(m)]
-        self.stats.add(manifests_read=len(manifests))
+        # the commit's own manifests were read (and counted) for its delta: cached since
+        sid = snapshot.snapshot_id
+        self.stats.add(manifests_read=sum(m.added_snapshot_id != sid for m in manifests))
         self._row_ids = {m.manifest_path: m.first_row_id for m in manifests}
         after = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
                               self.metadata.field_types)
@@ -234,7 +236,11 @@ class IncrementalPlanner:
                 if path not in own and path not in added_here and path not in found \
                         and self._matches(ref):
                     found[path] = ref
-        return tuple(found.values())
+        # in one order however the state was reached (advanced commit by commit, or read
+        # from a snapshot's manifests by a restarted driver): a replayed micro-batch plans
+        # the same tasks
+        return tuple(sorted(found.values(),
+                            key=lambda ref: (ref.sequence_number, ref.file.file_path)))
 
     def plan_net(self, change_range: ChangeRange) -> CommitChanges | None:
         """The net changes of a range as one set of tasks comparing the table before its
@@ -299,7 +305,9 @@ class IncrementalPlanner:
         data_manifests, delete_manifests = listed_manifests(self.reader, snapshot, self.stats)
         manifests = data_manifests + delete_manifests
         entries = [e for m in manifests for e in self.reader.entries(m)]
-        self.stats.add(manifests_read=len(manifests))
+        # the commit's own manifests were read (and counted) for its delta: cached since
+        sid = snapshot.snapshot_id
+        self.stats.add(manifests_read=sum(m.added_snapshot_id != sid for m in manifests))
         self._row_ids = {m.manifest_path: m.first_row_id for m in manifests}
         self._state = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
                                     self.metadata.field_types)
