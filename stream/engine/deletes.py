@@ -107,6 +107,9 @@ class DeleteLoader:
         self._lock = threading.Lock()
         self._loading: dict[Any, threading.Lock] = {}
         self.reads = 0  # delete file reads, for tests and stats
+        # the newest cache key of a kind (e.g. an equality lookup of one key typing), for a
+        # reader that can extend what is cached instead of building anew
+        self._newest: dict[Any, Any] = {}
 
     # -- cache ---------------------------------------------------------------------------
 
@@ -200,6 +203,27 @@ class DeleteLoader:
         `key`: for what is derived from delete files once per reader, as a scan's
         equality lookup (`meltwater.stream.engine.equality_lookup`)."""
         return self._cached(key, load)
+
+    def peek(self, key: Any) -> Any | None:
+        """The value cached under `key`, or None; loads nothing."""
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is None:
+                return None
+            self._cache.move_to_end(key)
+            return hit[0]
+
+    def note_newest(self, kind: Any, key: Any) -> None:
+        """Remember `key` as the newest cache entry of `kind` (see `newest`)."""
+        with self._lock:
+            self._newest[kind] = key
+
+    def newest(self, kind: Any) -> tuple[Any, Any] | None:
+        """(key, value) of the newest entry noted for `kind`, while it is still cached."""
+        with self._lock:
+            key = self._newest.get(kind)
+            hit = None if key is None else self._cache.get(key)
+            return None if hit is None else (key, hit[0])
 
     def equality_keys(self, file: DataFile) -> pa.Table:
         """The keys of an equality delete file, one column per equality field id (named by

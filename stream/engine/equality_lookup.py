@@ -191,9 +191,28 @@ def equality_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
                     key_types: Mapping[int, pa.DataType],
                     key_paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup:
     """The set's lookup for batches whose key columns have `key_types` at `key_paths`
-    (field id -> type, path), cached in `loader`: built once per scan and key typing."""
-    return loader.cached(_cache_key(equality, key_types, key_paths),
-                         lambda: _build(equality, loader, key_types, key_paths))
+    (field id -> type, path), cached in `loader`: built once per scan and key typing.
+
+    When it is not cached but the newest lookup of the same key typing is of a subset of
+    the set (an executor of a stream that read an earlier commit of the table, not the
+    one just before), that one is extended by the rest instead of building the whole
+    backlog's anew."""
+    key = _cache_key(equality, key_types, key_paths)
+    kind = ("equality-lookup", key[2])
+    found = loader.peek(key)
+    if found is None:
+        base = loader.newest(kind)
+        have = set() if base is None else set(base[0][1])
+        if base is not None and have <= set(equality.key):
+            added = EqualityDeleteSet(
+                tuple(r for r in equality.global_refs if r.key not in have),
+                tuple(r for r in equality.scoped_refs if r.key not in have))
+            lookup: EqualityLookup = base[1]
+            found = extended_lookup(lookup, added, equality, loader, key_types, key_paths)
+        else:
+            found = loader.cached(key, lambda: _build(equality, loader, key_types, key_paths))
+    loader.note_newest(kind, key)
+    return found
 
 
 def extended_lookup(base: EqualityLookup, added: EqualityDeleteSet, after: EqualityDeleteSet,
@@ -206,7 +225,10 @@ def extended_lookup(base: EqualityLookup, added: EqualityDeleteSet, after: Equal
         lookup = base.extended(added, loader, key_types, key_paths)
         return lookup, lookup.nbytes
 
-    return loader.cached(_cache_key(after, key_types, key_paths), extend)
+    key = _cache_key(after, key_types, key_paths)
+    found = loader.cached(key, extend)
+    loader.note_newest(("equality-lookup", key[2]), key)
+    return found
 
 
 def _cache_key(equality: EqualityDeleteSet, key_types: Mapping[int, pa.DataType],

@@ -109,3 +109,34 @@ def test_an_extended_lookup_answers_as_one_built_whole(tmp_path):
             assert (_listed(lookup.first_after(batch, _data(), seq), n, None)
                     == _listed(whole.first_after(batch, _data(), seq), n, None))
     assert len(lookup.layers) < len(refs)  # merged, not a layer per file
+
+
+@pytest.mark.usefixtures("coding")
+def test_a_lookup_not_cached_extends_the_newest_of_a_subset(tmp_path, monkeypatch):
+    """A stream's executor that read commit 3 and is then given commit 6 (commits 4 and 5
+    went to another executor) extends its lookup of deletes 1..3 by 4..5 rather than
+    building all five anew; the answers are a whole build's. A set that is not a superset
+    of the newest (a file removed) is built whole."""
+    import meltwater.stream.engine.equality_lookup as module
+
+    refs = [DeleteFileRef(_ids(tmp_path, f"e{i}.parquet", [i, 2 * i]), 10 + i)
+            for i in range(6)]
+    loader = DeleteLoader(IO)
+    equality_lookup(EqualityDeleteSet(tuple(refs[:3])), loader, ID, PATH)
+    built: list[int] = []
+    original = module._build
+    monkeypatch.setattr(module, "_build", lambda equality, *rest: (
+        built.append(len(equality)), original(equality, *rest))[1])
+    later = equality_lookup(EqualityDeleteSet(tuple(refs[:5])), loader, ID, PATH)
+    assert built == []  # extended, not built
+    whole = equality_lookup(EqualityDeleteSet(tuple(refs[:5])), DeleteLoader(IO), ID, PATH)
+    assert built == [5]
+    batch = _batch(list(range(12)))
+    for seq in (0, 11, 13):
+        n = batch.num_rows
+        assert (_listed(later.deleted(batch, _data(), seq), n, False)
+                == _listed(whole.deleted(batch, _data(), seq), n, False))
+        assert (_listed(later.first_after(batch, _data(), seq), n, None)
+                == _listed(whole.first_after(batch, _data(), seq), n, None))
+    equality_lookup(EqualityDeleteSet(tuple(refs[1:6])), loader, ID, PATH)
+    assert built == [5, 5]  # refs[0] gone: not a superset of the newest, built whole
