@@ -162,13 +162,7 @@ class IncrementalPlanner:
                     _applying(before, ref)))
         positional = self._positional_changes(commit, before, after, delta, equality)
         tasks.extend(positional)
-        if equality is not None and (equality.added or equality.removed):
-            own = {task.data_file.file_path for task in positional}
-            candidates = self._candidates(after, delta, own)
-            if candidates:
-                tasks.append(EqualityDeletedRowsTask(
-                    commit, candidates, equality,
-                    tuple(sorted(before.positional.values(), key=lambda r: r.key))))
+        tasks.extend(self._equality_task(commit, before, after, delta, equality, positional))
         for ref in delta.added_data:
             if self._matches(ref):
                 tasks.append(AddedRowsTask(commit, ref.file, ref.sequence_number,
@@ -223,6 +217,22 @@ class IncrementalPlanner:
                 commit, ref.file, ref.sequence_number, was, now,
                 tuple(r for r in now if r.key not in was_keys), equality))
         return tasks
+
+    def _equality_task(self, commit: ChangeCommit, before: TableState, after: TableState,
+                       delta: CommitDelta, equality: EqualityChange | None,
+                       positional: Sequence[DeletedRowsTask]) -> list[EqualityDeletedRowsTask]:
+        """The task finding the rows the changed equality deletes reach (none when no
+        equality delete changed or no older file is left to reach), for a commit or a
+        range's two ends."""
+        if equality is None or not (equality.added or equality.removed):
+            return []
+        own = {task.data_file.file_path for task in positional}  # read by their own tasks
+        candidates = self._candidates(after, delta, own)
+        if not candidates:
+            return []
+        return [EqualityDeletedRowsTask(
+            commit, candidates, equality,
+            tuple(sorted(before.positional.values(), key=lambda r: r.key)))]
 
     def _candidates(self, after: TableState, delta: CommitDelta, own: set[str]
                     ) -> tuple[DataFileRef, ...]:
@@ -282,13 +292,7 @@ class IncrementalPlanner:
         positional = self._positional_changes(last, start, end, delta, equality,
                                               every_file=True)
         tasks.extend(positional)
-        if equality is not None and (equality.added or equality.removed):
-            own = {task.data_file.file_path for task in positional}
-            candidates = self._candidates(end, delta, own)
-            if candidates:
-                tasks.append(EqualityDeletedRowsTask(
-                    last, candidates, equality,
-                    tuple(sorted(start.positional.values(), key=lambda r: r.key))))
+        tasks.extend(self._equality_task(last, start, end, delta, equality, positional))
         for path, ref in end.data.items():
             if path not in start.data and self._matches(ref):
                 tasks.append(AddedRowsTask(by_snapshot.get(ref.snapshot_id, last), ref.file,
