@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from meltwater.cli import change_commands, serve_command, signals, table_commands, watch_command
 from meltwater.cli.arrow_memory import use_command_memory_pool
+from meltwater.cli.pandas_guard import keep_pandas_out
 from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from meltwater.planner.errors import MeltwaterError
 
@@ -109,14 +110,18 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
     without the interpreter's teardown: finalizing some 400 modules and joining Arrow's
     thread pools took 18-44 ms after a scan to Parquet had written and renamed its file
     (the memory is the kernel's to free either way). Commands that run a service or Spark
-    always end the ordinary way, as does a process with threads still at work."""
+    always end the ordinary way, as does a process with threads still at work. Such a
+    command's process also never loads pandas (`meltwater.cli.pandas_guard`)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # refused by the command's own parser, so the line names the command
         parser.command_parsers[args.command].error(
             f"unrecognized arguments: {' '.join(extra)}")
+    one_shot_process = exit_when_done and getattr(args, "one_shot", False)
+    if one_shot_process:
+        keep_pandas_out()
     status = _run(args)
-    if exit_when_done and getattr(args, "one_shot", False):
+    if one_shot_process:
         _end_now(status)
     return status
 
