@@ -110,6 +110,7 @@ class DeleteLoader:
         # the newest cache key of a kind (e.g. an equality lookup of one key typing), for a
         # reader that can extend what is cached instead of building anew
         self._newest: dict[Any, Any] = {}
+        self._asked: set[Any] = set()
 
     # -- cache ---------------------------------------------------------------------------
 
@@ -217,6 +218,14 @@ class DeleteLoader:
         """Remember `key` as the newest cache entry of `kind` (see `newest`)."""
         with self._lock:
             self._newest[kind] = key
+
+    def first_time(self, kind: Any) -> bool:
+        """Whether this loader is asked about `kind` for the first time (the next time is
+        not): for what is worth doing only when nothing was read before it."""
+        with self._lock:
+            first = kind not in self._asked
+            self._asked.add(kind)
+            return first
 
     def newest(self, kind: Any) -> tuple[Any, Any] | None:
         """(key, value) of the newest entry noted for `kind`, while it is still cached."""

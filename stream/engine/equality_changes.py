@@ -26,7 +26,7 @@ position 2.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +43,8 @@ from meltwater.stream.engine.equality_lookup import (
     equality_lookup,
     extended_lookup,
     for_set,
+    is_known,
+    restricted_lookup,
 )
 from meltwater.stream.engine.key_columns import key_names, key_table
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_rows_at
@@ -144,6 +146,7 @@ class EqualityRows:
         self._sets = _key_sets(changed, loader)
         self.share = share
         self._lookups: tuple[EqualityLookup | None, EqualityLookup | None] | None = None
+        self._liveness: tuple[EqualityLookup | None, EqualityLookup | None] | None = None
         self._types: dict[int, pa.DataType] | None = None
 
     # -- keys -----------------------------------------------------------------------------
@@ -193,17 +196,58 @@ class EqualityRows:
             self._lookups = (before, after)
         return self._lookups
 
+    def liveness_lookups(self) -> tuple[EqualityLookup | None, EqualityLookup | None]:
+        """The lookups `changed_rows` decides with, for rows `matching` found: `lookups`,
+        unless neither is known to the reader and it has not looked at an equality change
+        before (a one-commit read), when lookups of the changed keys only do
+        (`restricted_lookup`): all such rows have those keys. A range's or a stream's
+        later commits build the whole lookups once and extend them from then on."""
+        if self._liveness is None:
+            assert self._types is not None, "key_columns first: it learns the key types"
+            paths = {fid: (name,) for fid, name in self.names.items()}
+            change = self.change
+            sets = [s for s in (change.before, change.after) if s is not None]
+            # with deletes of two sets of fields changed, a row one set matched may have
+            # any key on the other's fields: restricted only by a single set
+            if self._lookups is not None or not sets or len(self._sets) != 1 or any(
+                    is_known(s, self.loader, *for_set(s, self._types, paths)) for s in sets
+                    ) or not self.loader.first_time("equality-change"):
+                self._liveness = self.lookups()
+            else:
+                self._liveness = (self._restricted(change.before, paths),
+                                  self._restricted(change.after, paths))
+        return self._liveness
+
+    def _restricted(self, equality: EqualityDeleteSet | None,
+                    paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup | None:
+        if equality is None:
+            return None
+        assert self._types is not None
+        return restricted_lookup(equality, self.loader, *for_set(equality, self._types, paths),
+                                 within=self._changed_keys)
+
+    def _changed_keys(self, ids: tuple[int, ...], keys: pa.Table) -> pa.BooleanArray | None:
+        """Which delete keys (columns named by field id) a changed delete holds; None when
+        no changed delete keys on the same fields (then all are kept)."""
+        for key_set in self._sets:
+            if key_set.field_ids == ids:
+                return key_set.matches(pa.RecordBatch.from_arrays(
+                    [keys.column(str(fid)).combine_chunks() for fid in ids],
+                    names=[_alias(fid) for fid in ids]))
+        return None
+
     def changed_rows(self, ref: DataFileRef, positions: pa.Array, keys: pa.Table,
                      positional_before: pa.Array | None, positional_after: pa.Array | None
                      ) -> tuple[pa.Array, pa.Array]:
-        """Of the rows at `positions` (their keys `keys`), those live before and not after
-        the commit, and those live after and not before: position arrays. `positional_*`
-        are the positions the position deletes and DVs delete, before and after."""
+        """Of the rows at `positions` (their keys `keys`; rows `matching` found), those
+        live before and not after the commit, and those live after and not before:
+        position arrays. `positional_*` are the positions the position deletes and DVs
+        delete, before and after."""
         if len(positions) == 0:
             empty = pa.array([], pa.int64())
             return empty, empty
         batch = _aliased(keys.take(positions), self.names)
-        before, after = self.lookups()
+        before, after = self.liveness_lookups()
         live_before = self._live(batch, ref, positions, before, positional_before)
         live_after = self._live(batch, ref, positions, after, positional_after)
         leaving = pc.and_not(live_before, live_after)
@@ -263,7 +307,7 @@ class EqualityRows:
         if not reached:
             return
         self.key_columns(reached[0])  # learns the key types the lookups are built with
-        self.lookups()
+        self.liveness_lookups()
 
         def resolve(ref: DataFileRef) -> tuple[DataFileRef, pa.Array, pa.Array] | None:
             keys = self.key_columns(ref)

@@ -18,7 +18,12 @@ from meltwater.planner.files import DataFile, FileContent
 from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet
 from meltwater.stream.engine import equality_keys
 from meltwater.stream.engine.deletes import DeleteLoader
-from meltwater.stream.engine.equality_lookup import equality_lookup, extended_lookup
+from meltwater.stream.engine.equality_lookup import (
+    equality_lookup,
+    extended_lookup,
+    is_known,
+    restricted_lookup,
+)
 
 IO = PyArrowFileIO()
 LONG = pa.int64()
@@ -140,3 +145,47 @@ def test_a_lookup_not_cached_extends_the_newest_of_a_subset(tmp_path, monkeypatc
                 == _listed(whole.first_after(batch, _data(), seq), n, None))
     equality_lookup(EqualityDeleteSet(tuple(refs[1:6])), loader, ID, PATH)
     assert built == [5, 5]  # refs[0] gone: not a superset of the newest, built whole
+
+
+@pytest.mark.usefixtures("coding")
+def test_a_restricted_lookup_answers_as_the_whole_one_for_the_keys_it_keeps(tmp_path):
+    """A one-commit read looks up only the keys its changed deletes hold: for those keys
+    the answers are the whole lookup's; the other keys' delete rows are left out (so it
+    is never cached: for them it would answer wrongly), and a filter that keeps nothing
+    for a set of fields (None) keeps all of them."""
+    refs = [DeleteFileRef(_ids(tmp_path, f"e{i}.parquet", [i, i + 1, 2 * i, None]), 10 + i)
+            for i in range(6)]
+    equality = EqualityDeleteSet(tuple(refs))
+    kept = {2, 3, 8}
+    seen: list[tuple[int, ...]] = []
+
+    def within(ids, keys):
+        seen.append(ids)
+        return pa.array([v in kept for v in keys.column("1").to_pylist()])
+
+    loader = DeleteLoader(IO)
+    restricted = restricted_lookup(equality, loader, ID, PATH, within)
+    assert seen == [(1,)]
+    assert not is_known(equality, loader, ID, PATH)  # not cached
+    whole = equality_lookup(equality, DeleteLoader(IO), ID, PATH)
+    inside, outside = _batch(sorted(kept)), _batch([0, 1, 4, 5, 6, 10, None])
+    for seq in (0, 11, 13, 15):
+        for name in ("deleted", "first_after"):
+            assert (_listed(getattr(restricted, name)(inside, _data(), seq), 3, None)
+                    == _listed(getattr(whole, name)(inside, _data(), seq), 3, None))
+        assert not any(_listed(restricted.deleted(outside, _data(), seq), 7, False))
+    assert any(_listed(whole.deleted(outside, _data(), 0), 7, False))
+    unfiltered = restricted_lookup(equality, loader, ID, PATH, lambda _ids, _keys: None)
+    assert (unfiltered.deleted(outside, _data(), 0).to_pylist()
+            == whole.deleted(outside, _data(), 0).to_pylist())
+
+
+def test_a_lookup_is_known_once_built_or_extendable(tmp_path):
+    refs = [DeleteFileRef(_ids(tmp_path, f"e{i}.parquet", [i]), 10 + i) for i in range(3)]
+    loader = DeleteLoader(IO)
+    first, later = EqualityDeleteSet(tuple(refs[:2])), EqualityDeleteSet(tuple(refs))
+    assert not is_known(first, loader, ID, PATH)
+    equality_lookup(first, loader, ID, PATH)
+    assert is_known(first, loader, ID, PATH)
+    assert is_known(later, loader, ID, PATH)  # extends the one of refs[:2]
+    assert not is_known(EqualityDeleteSet(tuple(refs[1:])), loader, ID, PATH)
