@@ -267,7 +267,8 @@ class PipelineRun:
         name = self.config.name
         batch = int(progress["batchId"])
         self.last_batch = batch
-        seconds = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+        durations = progress.get("durationMs") or {}
+        seconds = durations.get("triggerExecution", 0) / 1000
         counts = observed_change_counts(progress)
         for kind, count in counts.items():
             if count:
@@ -284,7 +285,10 @@ class PipelineRun:
         log.info("batch committed", extra=fields(
             pipeline=name, batch=batch, snapshot=self.reached, rows=rows,
             seconds=round(seconds, 3),
-            **{kind.lower(): count for kind, count in counts.items() if count}))
+            **{kind.lower(): count for kind, count in counts.items() if count},
+            # where the batch's time went, in Spark's words (addBatch: reading the changes
+            # and applying them to the sink; latestOffset: looking for new snapshots)
+            phases_ms={k: int(v) for k, v in durations.items() if k != "triggerExecution"}))
 
     def _update_lag(self) -> None:
         self.head.know(latest_snapshot(self.query.lastProgress if self.query else None))

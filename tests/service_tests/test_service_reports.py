@@ -96,10 +96,11 @@ def test_a_restart_at_the_head_reports_no_lag_and_every_batch_line_names_its_end
         corpus, tmp_path, serve):
     """One service mirrors every commit, the ledger naming each new snapshot, those without
     changes too; the sink's line and the service's line about each batch name the same
-    snapshot. SIGTERM, then a second service on the same checkpoint, the table unchanged:
-    /health, /metrics and the progress line report no lag at once (not every snapshot of
-    the table, ageing), and its text log holds the service's own lines only, Spark's in
-    the Spark log file. Until its pipeline has started, /health answered 503 `starting`."""
+    snapshot (the service's also its Spark phases' milliseconds). SIGTERM, then a second
+    service on the same checkpoint, the table unchanged: /health, /metrics and the
+    progress line report no lag at once (not every snapshot of the table, ageing), and
+    its text log holds the service's own lines only, Spark's in the Spark log file.
+    Until its pipeline has started, /health answered 503 `starting`."""
     replay = _replayed(corpus, tmp_path)
     pipeline = _mirror(replay, tmp_path)
     port = free_port()
@@ -125,6 +126,10 @@ def test_a_restart_at_the_head_reports_no_lag_and_every_batch_line_names_its_end
                      if r["message"] == "batch committed"}
     assert sink_lines and sink_lines == service_lines
     assert service_lines[max(service_lines)] == head
+    # each batch line says where its time went, in Spark's phases
+    phases = [r["phases_ms"] for r in records if r["message"] == "batch committed"]
+    assert all({"addBatch", "latestOffset", "walCommit"} <= set(p) for p in phases), phases
+    assert all(isinstance(ms, int) and ms >= 0 for p in phases for ms in p.values()), phases
 
     text_config = write_config(tmp_path / "service-text.toml", [pipeline], port=port,
                                log="text")
