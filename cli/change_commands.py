@@ -67,6 +67,7 @@ def row_options(args: argparse.Namespace) -> RowOptions:
         identifier_columns=_names(args.identifier_columns, "--identifier-columns"),
         keep_carryover=args.keep_carryover, appends_only=args.appends_only,
         equality_deletes=args.equality_deletes, change_type_names=args.change_type_names,
+        before_images=args.before_images,
         updates_option="--compute-updates", identifiers_option="--identifier-columns")
 
 
@@ -154,6 +155,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="_change_type values: iceberg's (default: INSERT, DELETE, "
                               "UPDATE_BEFORE, UPDATE_AFTER) or Delta's (insert, delete, "
                               "update_preimage, update_postimage)")
+    changes.add_argument("--before-images", choices=("full", "key"), default="full",
+                         help="what DELETE and UPDATE_BEFORE rows carry: the whole row "
+                              "(default) or its identifier columns only, the rest null "
+                              "(enough to apply changes by key, and not read whole)")
     changes.add_argument("--skip-expired", action="store_true",
                          help="skip expired history with a warning instead of failing")
     changes.add_argument("--filter", metavar="EXPR",

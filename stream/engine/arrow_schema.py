@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
@@ -100,6 +101,16 @@ def to_arrow_field(field: NestedField) -> pa.Field:
 def to_arrow_schema(schema: Schema) -> pa.Schema:
     """The Arrow schema of batches read with `schema` as the projection."""
     return pa.schema([to_arrow_field(f) for f in schema.fields])
+
+
+def nullable_except(schema: pa.Schema, kept: Collection[str] | None) -> pa.Schema:
+    """`schema` with every top-level field not in `kept` nullable (None: as it is): the
+    table columns of change rows whose departing rows keep only their key
+    (`change_schema.key_image_columns`)."""
+    if kept is None:
+        return schema
+    return pa.schema([f if f.name in kept else f.with_nullable(True) for f in schema],
+                     metadata=schema.metadata)
 
 
 def field_id(field: pa.Field) -> int | None:

@@ -32,16 +32,18 @@ from meltwater.planner.manifest_group import PlanStats
 from meltwater.planner.table_loading import Table, load_table
 from meltwater.planner.table_source import TableSource
 from meltwater.planner.types import Schema
-from meltwater.stream.engine.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.arrow_schema import nullable_except, to_arrow_schema
 from meltwater.stream.engine.change_schema import (
     LINEAGE_FIELDS,
     LINEAGE_IDS,
     METADATA_COLUMNS,
+    BeforeImages,
     ChangeOptions,
     ChangeTypeNames,
     EqualityDeletes,
     RowOptions,
     change_mode,
+    key_image_columns,
 )
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,9 @@ class ChangeFeed:
         metadata columns."""
         from meltwater.stream.engine.reconstruction import metadata_fields
 
-        table_columns = to_arrow_schema(self._selected())
+        selected = self._selected()
+        table_columns = nullable_except(to_arrow_schema(selected),
+                                        key_image_columns(selected, self.options))
         return pa.schema(list(table_columns) + metadata_fields())
 
     def _selected(self) -> Schema:
@@ -182,6 +186,7 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
             appends_only: bool = False,
             equality_deletes: EqualityDeletes | str = EqualityDeletes.RESOLVE,
             change_type_names: ChangeTypeNames | str = ChangeTypeNames.ICEBERG,
+            before_images: BeforeImages | str = BeforeImages.FULL,
             io: FileIO | None = None,
             batch_size: int = 131_072) -> pa.RecordBatchReader:
     """The changes of a table between two snapshots, as a stream of Arrow batches.
@@ -199,7 +204,9 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
     rows a commit deleted and re-inserted unchanged); `appends_only` (inserts of append
     commits only, like Iceberg's incremental append scan); `equality_deletes`
     ("resolve", or "trust-payload" to emit full-row equality deletes as-is);
-    `change_type_names` ("iceberg" or "delta"); `skip_expired`.
+    `change_type_names` ("iceberg" or "delta"); `before_images` ("full", or "key": rows
+    that left carry their identifier columns only, the rest null, which spares reading
+    them whole; carry-over is then kept); `skip_expired`.
 
     Example::
 
@@ -217,5 +224,7 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
                       equality_deletes=change_mode(EqualityDeletes, equality_deletes,
                                                    "equality-deletes mode"),
                       change_type_names=change_mode(ChangeTypeNames, change_type_names,
-                                                    "change type names"))
+                                                    "change type names"),
+                      before_images=change_mode(BeforeImages, before_images,
+                                                "before-images mode"))
     return change_feed(table, request, rows, io=io).reader(batch_size)

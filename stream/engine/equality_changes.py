@@ -125,9 +125,12 @@ class EqualityRows:
 
     def __init__(self, change: EqualityChange, projection: Schema, io: FileIO,
                  loader: DeleteLoader, batch_size: int = DEFAULT_BATCH_SIZE,
-                 excluded: Sequence[DeleteFileRef] = (), share: KeyShare | None = None
-                 ) -> None:
+                 excluded: Sequence[DeleteFileRef] = (), share: KeyShare | None = None,
+                 departing: tuple[Schema, Callable[[pa.RecordBatch], pa.RecordBatch]]
+                 | None = None) -> None:
         self.change = change
+        # (projection, widening) that DELETE rows are read with (`key_images`); None: whole
+        self.departing = departing
         self.projection = projection
         self.io = io
         self.loader = loader
@@ -321,17 +324,22 @@ class EqualityRows:
         changed = [found for found in each_in_order(reached, resolve, ahead=len(reached))
                    if found is not None]
 
-        def read(item: tuple[DataFileRef, pa.Array]) -> list[pa.RecordBatch] | None:
-            """A file's few changed rows, read ahead; None for many: read where taken,
-            a batch at a time."""
-            return list(self.rows(*item)) if len(item[1]) <= self.batch_size else None
-
         leaving = [(ref, left) for ref, left, _ in changed if len(left)]
         arriving = [(ref, arrived) for ref, _, arrived in changed if len(arrived)]
         for change_type, wanted in ((DELETE, leaving), (INSERT, arriving)):
+            departing = change_type == DELETE
+
+            def read(item: tuple[DataFileRef, pa.Array], departing: bool = departing
+                     ) -> list[pa.RecordBatch] | None:
+                """A file's few changed rows, read ahead; None for many: read where
+                taken, a batch at a time."""
+                return (list(self.rows(*item, departing=departing))
+                        if len(item[1]) <= self.batch_size else None)
+
             for (ref, positions), read_ahead in zip(wanted, each_in_order(wanted, read),
                                                     strict=True):
-                batches = read_ahead if read_ahead is not None else self.rows(ref, positions)
+                batches = (read_ahead if read_ahead is not None
+                           else self.rows(ref, positions, departing=departing))
                 seqs = (self.first_deleted(ref, positions)
                         if deaths and change_type == DELETE else None)
                 start = 0
@@ -346,11 +354,17 @@ class EqualityRows:
         mask = self.loader.deletion_mask([r.file for r in refs], ref.file.file_path)
         return None if mask is None else mask.positions
 
-    def rows(self, ref: DataFileRef, positions: pa.Array) -> Iterator[pa.RecordBatch]:
-        """The projected rows at `positions` of a data file."""
-        yield from read_rows_at(ref.file, self.projection, self.io, positions,
-                                sequence_number=ref.sequence_number, deletes=self.loader,
-                                batch_size=self.batch_size)
+    def rows(self, ref: DataFileRef, positions: pa.Array, *, departing: bool = False
+             ) -> Iterator[pa.RecordBatch]:
+        """The projected rows at `positions` of a data file (`departing`: as the DELETE
+        rows are read, see `departing` in the constructor)."""
+        projection, widen = self.projection, None
+        if departing and self.departing is not None:
+            projection, widen = self.departing
+        batches = read_rows_at(ref.file, projection, self.io, positions,
+                               sequence_number=ref.sequence_number, deletes=self.loader,
+                               batch_size=self.batch_size)
+        yield from batches if widen is None else map(widen, batches)
 
 
 def _key_sets(refs: Sequence[DeleteFileRef], loader: DeleteLoader) -> list[EqualityKeySet]:

@@ -37,8 +37,8 @@ from meltwater.planner.change_tasks import CommitChanges
 from meltwater.planner.commit_units import CommitSplit
 from meltwater.planner.expressions import TRUE, AlwaysTrue, Expression
 from meltwater.planner.fileio import FileIO
-from meltwater.planner.types import NestedField, Schema, StructType
-from meltwater.stream.engine.change_schema import ChangeOptions
+from meltwater.planner.types import Schema
+from meltwater.stream.engine.change_schema import ChangeOptions, key_schema
 from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.reconstruction import commit_reader, reconstruct
@@ -89,7 +89,7 @@ def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit 
                              batch_size=batch_size)
 
     shared, holders = _shared_keys(
-        {u: reader([u], _key_schema(projection, ids)).raw_table()
+        {u: reader([u], key_schema(projection, ids)).raw_table()
          for u in split.units_to_compare()}, ids)
     own = reader(split.own, projection)
     table = own.raw_table()
@@ -99,17 +99,6 @@ def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit 
         rest = reader(holders, projection)
         table = rest.raw_table()
         yield from rest.compared(table.filter(_held(table, shared, ids)))
-
-
-def _key_schema(projection: Schema, ids: Sequence[int]) -> Schema:
-    """The projection's columns that hold a key field (whole top-level columns)."""
-    def holds(field: NestedField) -> bool:
-        if field.field_id in ids:
-            return True
-        return isinstance(field.type, StructType) and any(holds(f) for f in field.type.fields)
-
-    fields = tuple(f for f in projection.fields if holds(f))
-    return Schema(fields, projection.schema_id, projection.identifier_field_ids)
 
 
 def _key_columns(table: pa.Table, ids: Sequence[int]) -> list[pa.Array]:

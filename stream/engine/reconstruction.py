@@ -79,6 +79,7 @@ from meltwater.stream.engine.delete_payloads import DeletePayloads, delete_keys
 from meltwater.stream.engine.deletes import DeleteLoader
 from meltwater.stream.engine.equality_changes import EqualityRows, KeyShare, positional_deaths
 from meltwater.stream.engine.key_columns import key_names, key_table
+from meltwater.stream.engine.key_images import KeyImages
 from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE, read_task, read_with_delete_sets
 from meltwater.stream.engine.remote_reads import each_in_order
 from meltwater.stream.engine.updates import (
@@ -220,6 +221,12 @@ class _CommitRun:
                         else self.payloads.trusted_files(commit))
         self._equality: EqualityRows | None = None
         self.share = self._key_share(share)
+        # before-images=key: departing rows carry their key only, and are read so
+        self.key_images = KeyImages.of(projection, options, row_filter,
+                                       self.share.key_set.field_ids if self.share else ())
+        if self.key_images is not None:
+            self.table_schema = self.key_images.table_schema
+            self.schema = pa.schema(list(self.table_schema) + list(METADATA_FIELDS))
         # net changes of a range (`CommitChanges.spanned`): each row tagged with the
         # ordinal of the commit that made it, for its metadata columns
         self.net = bool(commit.spanned)
@@ -303,6 +310,8 @@ class _CommitRun:
                 batch = batch.filter(self.filter)
             if self.share is not None and batch.num_rows:
                 batch = batch.filter(self.share.keeps(batch))
+            if change_type == DELETE and self.key_images is not None:
+                batch = self.key_images.imaged(batch)
             if batch.num_rows:
                 yield change_type, batch
 
@@ -383,9 +392,14 @@ class _CommitRun:
     # -- the three task kinds ------------------------------------------------------------
 
     def _read(self, data_file: DataFile, sequence_number: int,
-              deletes: tuple[DeleteFileRef, ...], equality: EqualityDeleteSet | None = None
-              ) -> Iterator[pa.RecordBatch]:
+              deletes: tuple[DeleteFileRef, ...], equality: EqualityDeleteSet | None = None,
+              *, departing: bool = False) -> Iterator[pa.RecordBatch]:
+        """The file's live rows; `departing`: as departing rows (key images if asked for)."""
         task = FileScanTask(data_file, sequence_number, deletes, equality=equality)
+        if departing and self.key_images is not None:
+            return map(self.key_images.widened, read_task(
+                task, self.key_images.read_projection, self.io, batch_size=self.batch_size,
+                deletes=self.loader))
         return read_task(task, self.projection, self.io, batch_size=self.batch_size,
                          deletes=self.loader)
 
@@ -394,7 +408,7 @@ class _CommitRun:
         """(change type, rows, for net changes each DELETE's removing sequence number)."""
         if isinstance(task, DeletedDataFileTask):
             for batch in self._read(task.data_file, task.sequence_number,
-                                    task.existing_deletes, task.equality):
+                                    task.existing_deletes, task.equality, departing=True):
                 yield DELETE, batch, None
         elif isinstance(task, DeletedRowsTask):
             yield from self._deleted_rows(task)
@@ -407,8 +421,11 @@ class _CommitRun:
         """The commit's equality change, ready to find rows by key (one per commit)."""
         if self._equality is None or self._equality.change is not change:
             trusted = [r for r in change.added if r.file.file_path in self.trusted]
-            self._equality = EqualityRows(change, self.projection, self.io, self.loader,
-                                          self.batch_size, excluded=trusted, share=self.share)
+            images = self.key_images
+            self._equality = EqualityRows(
+                change, self.projection, self.io, self.loader, self.batch_size,
+                excluded=trusted, share=self.share,
+                departing=None if images is None else (images.read_projection, images.widened))
         return self._equality
 
     def _deleted_rows(self, task: DeletedRowsTask

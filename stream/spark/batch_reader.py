@@ -49,7 +49,7 @@ from meltwater.planner.table_loading import Table, load_table
 from meltwater.planner.types import Schema
 from meltwater.stream.engine.arrow_schema import to_arrow_schema as engine_schema
 from meltwater.stream.engine.change_feed import ChangeFeed, change_feed
-from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS
+from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS, BeforeImages
 from meltwater.stream.engine.scan import DEFAULT_BATCH_SIZE
 from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
@@ -122,9 +122,11 @@ class ResolvedRead:
     @property
     def takes_filters(self) -> bool:
         """Whether Spark's filters may be pushed into the read: not when net changes or update
-        pairing would see fewer rows than they need."""
-        return self.feed is None or not (self.feed.options.net
-                                         or self.feed.options.pairs_updates)
+        pairing would see fewer rows than they need, nor with key before-images (Spark then
+        tests the rows as they come out, departing rows with their nulls)."""
+        options = self.feed.options if self.feed is not None else None
+        return options is None or not (options.net or options.pairs_updates
+                                       or options.before_images == BeforeImages.KEY)
 
 
 def resolve_read(options: Mapping[str, str], metadata_location: str | None = None,
@@ -199,8 +201,8 @@ class MeltwaterBatchReader(DataSourceReader):
         Spark, which applies them."""
         read = self._read()
         if not read.takes_filters:
-            log.info("meltwater: change read with update pairing or net changes takes no "
-                     "filters; returned to Spark: %s", filters)
+            log.info("meltwater: change read with update pairing, net changes or key "
+                     "before-images takes no filters; returned to Spark: %s", filters)
             return list(filters)
         expression, pushed, returned = translate_filters(filters, read.filter_schema)
         self.row_filter = expression

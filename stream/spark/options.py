@@ -20,7 +20,12 @@ from typing import Any
 from meltwater.planner.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
 from meltwater.planner.str_enum import StrEnum
 from meltwater.planner.table_source import TableSource, parse_table_source
-from meltwater.stream.engine.change_schema import ChangeTypeNames, EqualityDeletes, RowOptions
+from meltwater.stream.engine.change_schema import (
+    BeforeImages,
+    ChangeTypeNames,
+    EqualityDeletes,
+    RowOptions,
+)
 from meltwater.stream.errors import OptionError
 from meltwater.stream.watch.change_stream import StreamRead
 from meltwater.stream.watch.stream_modes import SchemaChange, Starting
@@ -194,7 +199,8 @@ def row_options(options: Mapping[str, str]) -> RowOptions:
     if appends is not None:
         kwargs["appends_only"] = appends
     for option, keyword, kind in (("equality-deletes", "equality_deletes", EqualityDeletes),
-                                  ("change-type-names", "change_type_names", ChangeTypeNames)):
+                                  ("change-type-names", "change_type_names", ChangeTypeNames),
+                                  ("before-images", "before_images", BeforeImages)):
         value = lowered.get(option)
         if value is not None:
             kwargs[keyword] = _mode(kind, option, value)
@@ -376,7 +382,7 @@ def split_size(options: Mapping[str, str]) -> int | None:
 # `io.*` properties.
 ROW_OPTION_NAMES = ("compute-updates", "computeUpdates", "identifier-columns", "keep-carryover",
                     "appends-only", "equality-deletes", "change-type-names",
-                    "deduplicationMode")
+                    "before-images", "deduplicationMode")
 STREAM_OPTION_NAMES = ("starting", "start-snapshot-id", "stream-from-timestamp",
                        "startingVersion", "startingTimestamp", "starting-snapshot-as-inserts",
                        "streaming-max-files-per-micro-batch", "maxFilesPerTrigger",
