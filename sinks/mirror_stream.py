@@ -7,6 +7,12 @@ The ledger's pipeline name is the pipeline's name plus a digest of its checkpoin
 Spark's batch ids restart from 0 with a new checkpoint, so a pipeline pointed at a fresh
 checkpoint must not find its new batches "already applied" under the old one's ids.
 
+**Key images.** A mirror applies a batch by key: the rows that arrived are upserted, the
+keys of the rows that left are deleted (`meltwater.sinks.net_effect`). So its stream pairs
+updates by the mirror's key and reads departing rows as key images (`identifier-columns` =
+the key, `before-images=key`, `mirror_source_options`; a pipeline may not set those
+itself): an upsert commit's old rows are not read whole only to be dropped.
+
 **Schema changes.** A stream's columns are fixed when its query starts
 (`meltwater.stream.watch.stream_schema`, "Schema changes"), and by default a column added
 later is projected away: a mirror would silently lose it. So a mirror kind asks for streams run with
@@ -32,6 +38,8 @@ from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLU
 from meltwater.stream.errors import SchemaChangedError
 
 MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
+# What a mirror decides of its stream when the query starts (`mirror_source_options`).
+MIRROR_DERIVED_OPTIONS = ("identifier-columns", "before-images")
 # How a configuration gives a mirror its key columns, for the error that asks for them.
 KEY_HINT = 'set key = ["<column>", ...] in the pipeline\'s sink'
 
@@ -86,6 +94,21 @@ def mirror_writer(frame: Any, options: Mapping[str, Any], placement: SinkPlaceme
                       checkpoint=placement.checkpoint))
 
 
+def mirror_source_options(options: Mapping[str, Any], placement: SinkPlacement
+                          ) -> dict[str, str]:
+    """The stream options a mirror decides when its query starts: updates paired by its
+    key, and departing rows read as key images (`before-images=key`): a mirror deletes by
+    key, so the old values of the rows an upsert commit replaces are never read whole.
+    A table without identifier fields and a mirror without `key` get neither (the mirror
+    refuses them, naming `key`)."""
+    schema = load_table(placement.table).metadata.schema
+    names = list(options.get("key") or [schema.column_name(fid)
+                                        for fid in schema.identifier_field_ids])
+    if not names:
+        return {}
+    return {"identifier-columns": ",".join(names), "before-images": "key"}
+
+
 def _default_table(placement: SinkPlacement) -> dict[str, Any]:
     """The mirror table is named after the pipeline unless the config says otherwise."""
     return {"table": placement.pipeline.replace(".", "_").replace("-", "_")}
@@ -100,6 +123,10 @@ def _mirror_kind(name: str, url_prefixes: tuple[str, ...],
                     source_options=MIRROR_SOURCE_OPTIONS,
                     source_options_reason="so a column added mid-stream is restarted into "
                                           "the mirror instead of projected away",
+                    derived_source_options=mirror_source_options,
+                    derived_option_names=MIRROR_DERIVED_OPTIONS,
+                    derived_options_reason="applies rows by its key: set key in the sink "
+                                           "instead",
                     defaults=_default_table,
                     check=check_mirror)
 

@@ -62,6 +62,11 @@ def test_durations(text, seconds):
      "pipelines[0].sink.properties.sasl.jaas: expected a string, number or boolean"),
     (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092", "timeout": 0}),
      "pipelines[0].sink.timeout: expected at least 1, got 0"),
+    (minimal(options={"before-images": "full"}),
+     "pipelines[0].options.before-images: a sqlite sink applies rows by its key: set key "
+     "in the sink instead; remove the option"),
+    (minimal(options={"identifier-columns": "id"}),
+     "pipelines[0].options.identifier-columns: a sqlite sink applies rows by its key"),
     (minimal(sink={"type": "sqlite"}), "pipelines[0].sink.url: is required"),
     (minimal(sink={"type": "sqlite", "url": "/tmp/x.db"}),
      "pipelines[0].sink.url: a sqlite sink needs a URL starting with sqlite:///"),

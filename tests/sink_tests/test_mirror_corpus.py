@@ -1,8 +1,9 @@
 """A mirror fed meltwater's change feed equals what Iceberg Java reads, at every snapshot.
 
 For every corpus scenario and both databases: one batch per commit of the main branch,
-comparing the mirror table with Iceberg Java's read after each; and the whole history in
-one batch. A scenario whose oldest snapshots expired starts from Iceberg Java's read of the
+read as the service's mirror stream reads it (departing rows as key images), comparing the
+mirror table with Iceberg Java's read after each; and the whole history in one batch, rows
+read whole. A scenario whose oldest snapshots expired starts from Iceberg Java's read of the
 oldest retained one, applied as INSERTs (what `starting-snapshot-as-inserts` does).
 
 The mirror follows the schema of the commit each batch reaches (renames, drops, re-added
@@ -34,9 +35,21 @@ SCENARIOS = {
 
 
 @functools.cache
-def _changes(location: str, start: int | None, end: int) -> pa.Table:
-    return meltwater.stream.changes(location, from_snapshot_id=start,
-                                    to_snapshot_id=end).read_all()
+def _changes(location: str, start: int | None, end: int, key: str | None = None
+             ) -> pa.Table:
+    """The changes of (start, end]; with `key`, as a mirror's stream reads them (updates
+    paired by the key, departing rows as key images: `mirror_source_options`)."""
+    images = {} if key is None else {"identifier_columns": [key], "before_images": "key"}
+    return meltwater.stream.changes(location, from_snapshot_id=start, to_snapshot_id=end,
+                                    **images).read_all()
+
+
+def _key(name: str, metadata) -> str:
+    """The scenario's mirror key: its explicit one, else its one identifier field."""
+    if SCENARIOS[name]:
+        return SCENARIOS[name]
+    (fid,) = metadata.schema.identifier_field_ids
+    return metadata.schema.column_name(fid)
 
 
 def truth_at(scenario, metadata, snapshot_id: int) -> tuple[pa.Table, object]:
@@ -90,7 +103,7 @@ def test_one_batch_per_commit_matches_iceberg_java_at_every_snapshot(corpus, dat
         start, batch_id = _start(mirror, scenario, metadata, main)
         commits = main if start is None else main[1:]
         for snapshot_id in commits:
-            batch = _changes(scenario.location, start, snapshot_id)
+            batch = _changes(scenario.location, start, snapshot_id, _key(name, metadata))
             result = mirror.apply(batch_id, batch, snapshot_id=snapshot_id)
             assert not result.skipped and result.rows == batch.num_rows
             assert mirror.reached().batch_id == batch_id

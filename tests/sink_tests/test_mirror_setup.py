@@ -244,3 +244,21 @@ def test_mirrors_opening_at_once_in_one_postgres_database_both_open(pg_database)
         for thread in threads:
             thread.join()
     assert failures == []
+
+
+def test_a_mirrors_stream_pairs_by_its_key_and_reads_key_images(corpus):
+    """The stream options a mirror decides as its query starts: its key (given, else the
+    table's identifier fields) as the identifier columns, departing rows as key images;
+    none for a table it cannot key (the mirror refuses that itself, naming `key`)."""
+    from meltwater.sinks.kinds import SinkPlacement
+    from meltwater.sinks.mirror_stream import mirror_source_options
+
+    def options(name: str, key: list[str] | None = None) -> dict[str, str]:
+        placement = SinkPlacement("p", corpus.scenarios[name].location, "/chk")
+        return mirror_source_options({"key": key} if key else {}, placement)
+
+    assert options("equality_deletes") == {"identifier-columns": "id",
+                                           "before-images": "key"}
+    assert options("mor_partitioned", ["id", "part"]) == {"identifier-columns": "id,part",
+                                                          "before-images": "key"}
+    assert options("mor_partitioned") == {}
