@@ -58,7 +58,7 @@ class Entry:
     table: str
     shape: str
     at: int  # the rung: commits of the history (backlog: equality delete files)
-    kind: str  # changes, net, scan, or a peer: raw-pyarrow, duckdb, iceberg-java-*
+    kind: str  # changes, changes-key, net, scan, or a peer: raw-pyarrow, duckdb, iceberg-java-*
     command: Command | None = None
     seconds: list[float] = field(default_factory=list)  # peers timed in their own process
     rss_bytes: int | None = None
@@ -162,11 +162,14 @@ def shapes(args: argparse.Namespace) -> dict[str, list[Shape]]:
 
 
 # -- commands ------------------------------------------------------------------------------
-def changes(table: LadderTable, first: int, last: int, out: Path, net: bool) -> list[str]:
+def changes(table: LadderTable, first: int, last: int, out: Path, net: bool,
+            key_images: bool = False) -> list[str]:
     argv = [str(MELTWATER), "changes", table.location,
             "--from-snapshot", str(table.snapshot(first)["snapshot_id"]),
             "--to-snapshot", str(table.snapshot(last)["snapshot_id"]),
             "--format", "parquet", "--output", str(out)]
+    if key_images:  # what a sink by key reads (a mirror's stream reads so)
+        argv += ["--before-images", "key"]
     return [*argv, "--net"] if net else argv
 
 
@@ -229,6 +232,11 @@ def backlog_entries(table: LadderTable, work: Path, args: argparse.Namespace) ->
         entries.append(Entry(label, "backlog", k, "scan", Command(
             f"{label}: scan at commit {k}", scan(table, k, out), out, args.timeout,
             series="scan")))
+    top = max(table.record["rungs"])
+    out = work / f"changes-key-{top}.parquet"
+    entries.append(Entry(label, "backlog", top, "changes-key", Command(
+        f"{label}: changes of commit {top}, key before-images",
+        changes(table, top - 1, top, out, False, key_images=True), out, args.timeout)))
     window = min(NET_WINDOW, last)
     out = work / "net.parquet"
     entries.append(Entry(label, "backlog", last, "net", Command(
@@ -323,8 +331,8 @@ def check_table(table: LadderTable, entries: list[Entry], log: Any,
         command = entry.command
         if command is None or command.error or command.kept is None:
             continue
-        if entry.kind in ("changes", "net") and changes:
-            first = entry.at - 1 if entry.kind == "changes" else entry.at - min(
+        if entry.kind in ("changes", "changes-key", "net") and changes:
+            first = entry.at - 1 if entry.kind != "net" else entry.at - min(
                 NET_WINDOW, entry.at)
             if entry.shape == "history":
                 first = 0
@@ -354,9 +362,10 @@ def check_table(table: LadderTable, entries: list[Entry], log: Any,
             entry.check = ladder_checks.compare_rows(output, expected)
             entry.rows = entry.check["rows"]
         else:
-            entry.check = ladder_checks.compare_changes(
-                output, diff or diffs[spec.name],
-                live[spec.to_snapshot] - live[spec.from_snapshot])
+            compare = (ladder_checks.compare_key_changes if entry.kind == "changes-key"
+                       else ladder_checks.compare_changes)
+            entry.check = compare(output, diff or diffs[spec.name],
+                                  live[spec.to_snapshot] - live[spec.from_snapshot])
             entry.rows = ladder_checks.output_rows(output)
         output.unlink(missing_ok=True)
 

@@ -8,6 +8,7 @@
   construction, so the restricted diff is the whole diff): that keeps a 20M-row table's
   check to minutes. The restriction is itself checked: meltwater's arrivals minus
   departures must equal the change in Iceberg Java's live row count over the range.
+- A change rung of key before-images: the same, the rows that left compared by `id` only.
 - A scan: the rows in the output file against Iceberg Java's live row count there.
 
 The diffs and counts depend only on the table and on ladder_java.py, so they are computed
@@ -113,6 +114,23 @@ def compare_changes(output: Path, java_diff: Path, live_change: int | None = Non
                                      "equal": net == live_change}
         result["equal"] = result["equal"] and net == live_change
     return result
+
+
+def compare_key_changes(output: Path, java_diff: Path, live_change: int | None = None,
+                        ) -> dict[str, Any]:
+    """A change file of key before-images (`--before-images key`) against Iceberg Java's
+    diff: the rows that left by their key, the rows that arrived whole."""
+    import pyarrow.parquet as pq
+
+    by_key = compare_changes(output, java_diff, live_change)
+    whole = change_readers.compare_with_spark(pq.read_table(output), str(java_diff),
+                                              TABLE_COLUMNS)
+    by_key["before"] = change_readers.compare_with_spark(
+        pq.read_table(output), str(java_diff), ["id"])["before"]
+    by_key["after"] = whole["after"]
+    by_key["equal"] = (by_key["before"]["equal"] and whole["after"]["equal"]
+                       and by_key.get("live_row_change", {}).get("equal", True))
+    return by_key
 
 
 def output_rows(path: Path) -> int:

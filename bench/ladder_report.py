@@ -97,6 +97,10 @@ def summarize(entries: list[Any], service: dict[str, Any] | None) -> dict[str, A
             _target(f"{table}: scan / DuckDB iceberg_scan",
                     ratio(scan_top, _find(entries, table, "duckdb")), 1.0),
         ]
+        keyed = _find(entries, table, "changes-key", top)
+        if keyed is not None:  # what a sink by key pays (not the target's read)
+            growth.append({"what": f"{table}: changes of commit {top} with key "
+                                   "before-images / scan", "value": ratio(keyed, scan_top)})
     for small, large in itertools.pairwise(backlogs):
         for kind in ("changes", "scan", "net"):
             top = max(_rungs(entries, small, kind) or [0])
@@ -119,7 +123,7 @@ def summarize(entries: list[Any], service: dict[str, Any] | None) -> dict[str, A
         targets.append({"name": "service: commit -> mirror median latency, s (keeps up)",
                         "value": {"value": median, "bound": "="}, "limit": SERVICE_MEDIAN,
                         "met": median <= SERVICE_MEDIAN and bool(service["keeps_up"])})
-    ours = [e for e in entries if e.kind in ("changes", "net", "scan")
+    ours = [e for e in entries if e.kind in ("changes", "changes-key", "net", "scan")
             and e.peak_rss is not None]
     over = [f"{e.table} {e.kind} @{e.at}" for e in ours if e.peak_rss > RSS_LIMIT]
     sizes = [e.peak_rss for e in ours]
