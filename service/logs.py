@@ -47,6 +47,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, default=str)
 
 
+def _text(value: object) -> str:
+    """A field's value as a text line shows it: a mapping as `key:value,...`."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    return str(value)
+
+
 class TextFormatter(logging.Formatter):
     """Log records as short readable lines, for a terminal."""
 
@@ -54,7 +61,7 @@ class TextFormatter(logging.Formatter):
         """The record as one line: time, level, message and its fields as key=value."""
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         fields = getattr(record, "fields", {}) or {}
-        text = " ".join(f"{k}={v}" for k, v in fields.items())
+        text = " ".join(f"{k}={_text(v)}" for k, v in fields.items())
         line = f"{stamp} {record.levelname.lower():7} {record.getMessage()}"
         if text:
             line += "  " + text
