@@ -101,9 +101,9 @@ def mirror_source_options(options: Mapping[str, Any], placement: SinkPlacement
     key, so the old values of the rows an upsert commit replaces are never read whole.
     A table without identifier fields and a mirror without `key` get neither (the mirror
     refuses them, naming `key`)."""
-    schema = load_table(placement.table).metadata.schema
-    names = list(options.get("key") or [schema.column_name(fid)
-                                        for fid in schema.identifier_field_ids])
+    from meltwater.sinks.mirror import mirror_key_names
+
+    names = mirror_key_names(options.get("key"), load_table(placement.table).metadata.schema)
     if not names:
         return {}
     return {"identifier-columns": ",".join(names), "before-images": "key"}

@@ -162,6 +162,13 @@ class RowOptions:
             raise ChangeOptionError("before-images=key needs identifier columns to keep: the "
                                     "table has no identifier fields, so give them with "
                                     f"{self.identifiers_option}")
+        if key_images and self.columns is not None:
+            wanted = set(identifiers) - LINEAGE_IDS  # lineage columns always come
+            missing = [f.name for f in key_schema(schema, wanted).fields
+                       if f.name not in self.columns]
+            if missing:
+                raise ChangeOptionError("before-images=key keeps departing rows' identifier "
+                                        f"columns only: select {', '.join(missing)} too")
         if key_images and self.net:
             raise ChangeOptionError("before-images=key does not combine with net changes, "
                                     "which compare whole rows across commits")

@@ -57,15 +57,14 @@ class KeyImages:
 
     def widened(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """A batch read with `read_projection` in the table's columns, the others null."""
-        n = batch.num_rows
-        names = set(batch.schema.names)
-        return pa.RecordBatch.from_arrays(
-            [batch.column(f.name) if f.name in names else pa.nulls(n, f.type)
-             for f in self.table_schema], schema=self.table_schema)
+        return self._nulled(batch, set(batch.schema.names))
 
     def imaged(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """A departing row batch in the table's columns with only the kept ones' values."""
+        return self._nulled(batch, self.kept)
+
+    def _nulled(self, batch: pa.RecordBatch, keep: Collection[str]) -> pa.RecordBatch:
         n = batch.num_rows
         return pa.RecordBatch.from_arrays(
-            [batch.column(f.name) if f.name in self.kept else pa.nulls(n, f.type)
+            [batch.column(f.name) if f.name in keep else pa.nulls(n, f.type)
              for f in self.table_schema], schema=self.table_schema)

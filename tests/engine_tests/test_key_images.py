@@ -79,12 +79,15 @@ def test_an_upserts_departing_rows_are_read_by_their_key_columns_only(corpus, mo
     assert keys.num_rows
 
 
-def test_key_images_need_a_key_and_refuse_net_changes(corpus):
+def test_key_images_need_a_key_among_the_columns_and_refuse_net_changes(corpus):
     location = corpus.scenarios["format_v1"].location
     with pytest.raises(ChangeOptionError, match="before-images=key needs identifier columns"):
         meltwater.stream.changes(location, before_images="key", compute_updates=False)
     with pytest.raises(ChangeOptionError, match="does not combine with net changes"):
         meltwater.stream.changes(location, before_images="key", net=True,
+                                 identifier_columns=["id"])
+    with pytest.raises(ChangeOptionError, match="select id too"):
+        meltwater.stream.changes(location, before_images="key", columns=["category"],
                                  identifier_columns=["id"])
     with pytest.raises(ChangeOptionError, match="before-images mode"):
         meltwater.stream.changes(location, before_images="partial")
