@@ -42,7 +42,7 @@ def counting_io(delete_paths: list[str]):
     delete files may instead go through `resolve` into one Arrow dataset scan, so every
     resolved location is recorded too and files are counted by distinct location.
     """
-    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.table.fileio import PyArrowFileIO
 
     deletes = {_local(p) for p in delete_paths}
 
@@ -98,7 +98,7 @@ class MeltwaterRuns:
 
 def meltwater_changes(table: dict[str, Any], runs: MeltwaterRuns) -> RunFn:
     """One change read of the update commit, recording its stats and files into `runs`."""
-    from meltwater.stream.engine.change_feed import change_feed, range_request
+    from meltwater.stream.engine.changes.change_feed import change_feed, range_request
 
     commit = range_request(from_snapshot_id=table["parent_snapshot_id"],
                            to_snapshot_id=table["update_snapshot_id"])
@@ -116,7 +116,7 @@ def meltwater_changes(table: dict[str, Any], runs: MeltwaterRuns) -> RunFn:
 
 
 def clear_manifest_cache() -> None:
-    from meltwater.planner.manifests import MANIFEST_CACHE
+    from meltwater.planner.table.manifests import MANIFEST_CACHE
 
     MANIFEST_CACHE.clear()
 

@@ -28,7 +28,7 @@ def _meltwater_scan_function() -> Callable:
     scan = getattr(meltwater.stream, "scan", None)
     if callable(scan):
         return scan
-    from meltwater.stream.engine.scan import scan as module_scan
+    from meltwater.stream.engine.scans.scan import scan as module_scan
 
     return module_scan
 

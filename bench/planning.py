@@ -11,20 +11,20 @@ from timing import Measurement, Peer, RunFn, measure
 
 
 def _meltwater_table(location: str):
-    from meltwater.planner.table_loading import load_table
+    from meltwater.planner.table.table_loading import load_table
 
     return load_table(location)
 
 
 def _meltwater_planner(location: str) -> RunFn:
-    from meltwater.planner.scan import TableScan
+    from meltwater.planner.scans.scan import TableScan
 
     table = _meltwater_table(location)
     return lambda: len(TableScan(table).plan_files())
 
 
 def _clear_meltwater_cache() -> None:
-    from meltwater.planner.manifests import MANIFEST_CACHE
+    from meltwater.planner.table.manifests import MANIFEST_CACHE
 
     MANIFEST_CACHE.clear()
 
@@ -56,7 +56,7 @@ def delete_matches(location: str, metadata_location: str) -> dict[str, int | str
     """How many (data file, delete file) pairs each planner found; they must agree."""
     out: dict[str, int | str] = {}
     try:
-        from meltwater.planner.scan import TableScan
+        from meltwater.planner.scans.scan import TableScan
 
         tasks = TableScan(_meltwater_table(location)).plan_files()
         out["meltwater"] = sum(len(t.deletes) for t in tasks)

@@ -138,7 +138,7 @@ def meltwater_plan(table: str) -> RunFn:
 
 
 def clear_manifest_cache() -> None:
-    from meltwater.planner.manifests import MANIFEST_CACHE
+    from meltwater.planner.table.manifests import MANIFEST_CACHE
 
     MANIFEST_CACHE.clear()
 
@@ -333,7 +333,7 @@ def count_requests(lake: Lake, work: Path, skip: list[str]) -> dict[str, Any]:
     every timed run after the warm-up is); the CLI is a new process, so always cold."""
     from s3_requests import RecordingProxy, summarize
 
-    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.table.fileio import PyArrowFileIO
 
     deletes = {f"/{path.removeprefix('s3://')}" for path in delete_file_paths(lake)}
     out: dict[str, Any] = {}

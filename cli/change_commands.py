@@ -18,12 +18,12 @@ from meltwater.cli.table_commands import (
     parse_timestamp_ms,
     table_source_of,
 )
-from meltwater.planner.change_range import BoundKind, RangeRequest, given_bounds
-from meltwater.planner.expressions import TRUE
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.changes.change_range import BoundKind, RangeRequest, given_bounds
+from meltwater.planner.expressions.tree import TRUE
+from meltwater.planner.table.table_loading import load_table
 
 if TYPE_CHECKING:
-    from meltwater.stream.engine.change_schema import RowOptions
+    from meltwater.stream.engine.changes.change_schema import RowOptions
 
 
 def _names(text: str | None, option: str) -> list[str] | None:
@@ -58,7 +58,7 @@ def range_request(args: argparse.Namespace) -> RangeRequest:
 
 def row_options(args: argparse.Namespace) -> RowOptions:
     """The row-level options (imported here: `meltwater.stream` loads pyarrow)."""
-    from meltwater.stream.engine.change_schema import RowOptions
+    from meltwater.stream.engine.changes.change_schema import RowOptions
 
     return RowOptions(
         filter=args.filter if args.filter else TRUE,
@@ -75,8 +75,8 @@ def cmd_changes(args: argparse.Namespace) -> int:
     """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
     from meltwater.cli.progress import Progress, wanted
     from meltwater.output.writers import write_stream
-    from meltwater.stream.engine.change_feed import change_feed
-    from meltwater.stream.engine.scan import limited
+    from meltwater.stream.engine.changes.change_feed import change_feed
+    from meltwater.stream.engine.scans.scan import limited
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")

@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 from meltwater.planner.errors import MeltwaterError, NoSuchSnapshotError
-from meltwater.planner.expressions import TRUE
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.planner.expressions.tree import TRUE
+from meltwater.planner.table.table_loading import load_table
+from meltwater.planner.table.table_source import TableSource, parse_table_source
 
 
 class UsageError(MeltwaterError):
@@ -78,7 +78,7 @@ def add_table_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def table_source_of(args: argparse.Namespace) -> TableSource:
-    """The table the command line names (see `meltwater.planner.table_source`)."""
+    """The table the command line names (see `meltwater.planner.table.table_source`)."""
     return parse_table_source(args.table, catalog=args.catalog)
 
 
@@ -117,7 +117,7 @@ def _snapshot_option(args: argparse.Namespace) -> str | None:
 def _planned(args: argparse.Namespace) -> Any:
     """The scan the command line asks for, planned; a snapshot it names that is not there
     is refused naming the option as given (the planner speaks of ids and milliseconds)."""
-    from meltwater.stream.engine.scan import plan
+    from meltwater.stream.engine.scans.scan import plan
 
     table = load_table(table_source_of(args))
     try:
@@ -241,7 +241,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     """`meltwater scan`: write a table's rows at a snapshot, deletes applied."""
     from meltwater.cli.progress import Progress, wanted
     from meltwater.output.writers import write_stream
-    from meltwater.stream.engine.scan import read_plan
+    from meltwater.stream.engine.scans.scan import read_plan
 
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")

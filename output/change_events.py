@@ -38,7 +38,7 @@ import pyarrow as pa
 from meltwater.output.errors import ChangeOutputError
 from meltwater.output.files import output_destination
 from meltwater.output.json_values import json_default, json_safe
-from meltwater.stream.engine.change_schema import (
+from meltwater.stream.engine.changes.change_schema import (
     CANONICAL_NAMES,
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,
@@ -49,7 +49,7 @@ from meltwater.stream.engine.change_schema import (
     UPDATE_AFTER,
     UPDATE_BEFORE,
 )
-from meltwater.stream.engine.updates import data_columns
+from meltwater.stream.engine.changes.updates import data_columns
 
 
 def _ms(value: Any) -> int | None:

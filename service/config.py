@@ -56,7 +56,7 @@ from urllib.parse import unquote, urlsplit
 
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.str_enum import StrEnum
-from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.service.logs import LogFormat
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import SinkError

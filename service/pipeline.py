@@ -32,8 +32,8 @@ import logging
 import time
 from typing import Any
 
+from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import OffsetError
-from meltwater.planner.micro_batch import StreamOffset
 from meltwater.service.config import PipelineConfig, Trigger
 from meltwater.service.failures import Action, Failure, classify
 from meltwater.service.logs import fields

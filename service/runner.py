@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from meltwater.planner.change_range import resolve_start
+from meltwater.planner.changes.change_range import resolve_start
 from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.table_loading import Table, load_table
+from meltwater.planner.table.table_loading import Table, load_table
 from meltwater.service.checkpoints import (
     LOCK_NAME,
     CheckpointLock,

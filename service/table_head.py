@@ -17,10 +17,10 @@ import logging
 import time
 
 from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.fileio import FileIO
-from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.planner.table.fileio import FileIO
+from meltwater.planner.table.metadata import Snapshot, TableMetadata
+from meltwater.planner.table.table_loading import load_table
+from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.stream.watch.watcher import SnapshotWatcher
 
 log = logging.getLogger("meltwater.service")

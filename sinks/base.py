@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import redact_url
-from meltwater.planner.micro_batch import StreamOffset
 from meltwater.sinks.errors import InvalidChangesError, InvalidSinkUrlError
 
 # What `apply` accepts: one Arrow table or batch, a stream (`meltwater.stream.changes`), or

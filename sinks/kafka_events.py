@@ -55,7 +55,7 @@ from meltwater.output.change_events import debezium_op, envelope_tail, envelope_
 from meltwater.output.json_values import json_default, json_safe
 from meltwater.output.text import json_objects
 from meltwater.sinks.errors import DuplicateKeyError, InvalidChangesError, NullKeyError
-from meltwater.stream.engine.change_schema import (
+from meltwater.stream.engine.changes.change_schema import (
     CANONICAL_NAMES,
     CHANGE_ORDINAL,
     CHANGE_TYPE,
@@ -65,7 +65,7 @@ from meltwater.stream.engine.change_schema import (
     UPDATE_AFTER,
     UPDATE_BEFORE,
 )
-from meltwater.stream.engine.updates import content_columns
+from meltwater.stream.engine.changes.updates import content_columns
 
 EVENT_ID = "meltwater.event_id"
 SNAPSHOT_ID = "meltwater.snapshot_id"

@@ -51,11 +51,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.planner.micro_batch import StreamOffset
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.table_source import TableSource
-from meltwater.planner.types import Schema
+from meltwater.planner.changes.micro_batch import StreamOffset
+from meltwater.planner.spec.types import Schema
+from meltwater.planner.table.metadata import Snapshot, TableMetadata
+from meltwater.planner.table.table_loading import load_table
+from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table
 from meltwater.sinks.errors import (
     BatchMismatchError,
@@ -76,12 +76,12 @@ from meltwater.sinks.kafka_client import (
     translate,
 )
 from meltwater.sinks.kafka_events import SNAPSHOT_ID, EventOptions, KafkaEvent, kafka_events
-from meltwater.stream.engine.arrow_schema import field_id
-from meltwater.stream.engine.change_schema import (
+from meltwater.stream.engine.changes.change_schema import (
     CHANGE_ORDINAL,
     COMMIT_SEQUENCE_NUMBER,
     COMMIT_SNAPSHOT_ID,
 )
+from meltwater.stream.engine.decode.arrow_schema import field_id
 
 log = logging.getLogger(__name__)
 

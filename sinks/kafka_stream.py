@@ -49,8 +49,8 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.planner.table.table_loading import load_table
+from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.sinks.errors import KafkaRefusedError
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.sinks.mirror_stream import MIRROR_SOURCE_OPTIONS, ledger_name, stream_field_ids

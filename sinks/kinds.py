@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from meltwater.planner.table_source import TableSource
+from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.errors import SinkError
 
 

@@ -63,11 +63,11 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.planner.micro_batch import StreamOffset
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.table_source import TableSource
-from meltwater.planner.types import Schema
+from meltwater.planner.changes.micro_batch import StreamOffset
+from meltwater.planner.spec.types import Schema
+from meltwater.planner.table.metadata import Snapshot, TableMetadata
+from meltwater.planner.table.table_loading import load_table
+from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink
 from meltwater.sinks.column_record import ColumnRecord, RecordedColumn
 from meltwater.sinks.database import POSTGRES_SCHEMES, SQLITE_SCHEMES, connect
@@ -91,8 +91,7 @@ from meltwater.sinks.sql_schema import (
     mirror_columns,
 )
 from meltwater.sinks.sql_values import conform
-from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY, to_arrow_type
-from meltwater.stream.engine.change_schema import (
+from meltwater.stream.engine.changes.change_schema import (
     CHANGE_ORDINAL,
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,
@@ -100,6 +99,7 @@ from meltwater.stream.engine.change_schema import (
     LINEAGE_COLUMNS,
     METADATA_COLUMNS,
 )
+from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY, to_arrow_type
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.table_source import TableSource
+from meltwater.planner.table.table_loading import load_table
+from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
-from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.stream.engine.changes.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
 from meltwater.stream.errors import SchemaChangedError
 
 MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.sinks.errors import DuplicateKeyError, InvalidChangesError, NullKeyError
-from meltwater.stream.engine.change_schema import (
+from meltwater.stream.engine.changes.change_schema import (
     CANONICAL_NAMES,
     CHANGE_ORDINAL,
     CHANGE_TYPE,

@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.planner.micro_batch import StreamOffset
+from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.sinks.base import BatchResult, Sink
 from meltwater.stream.spark.foreach_batch import ArrowForeachBatch
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from meltwater.planner.types import IcebergType, PrimitiveType, Schema
+from meltwater.planner.spec.types import IcebergType, PrimitiveType, Schema
 from meltwater.sinks.errors import InvalidKeyColumnError, UnsupportedTypeError
 
 Dialect = Literal["sqlite", "postgresql"]

@@ -31,9 +31,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.types import IcebergType, ListType, MapType, PrimitiveType, StructType
+from meltwater.planner.spec.types import IcebergType, ListType, MapType, PrimitiveType, StructType
 from meltwater.sinks.sql_schema import Column
-from meltwater.stream.engine.arrow_schema import to_arrow_type
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_type
 
 _NATIVE_SQLITE = ("int", "long", "string", "binary", "fixed", "geometry", "geography")
 _ISO = "%Y-%m-%dT%H:%M:%S"  # Arrow prints the fraction of %S at the type's unit

@@ -32,26 +32,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from meltwater.stream.engine.change_feed import (
+    from meltwater.stream.engine.changes.change_feed import (
         ChangeFeed,
         change_feed,
         changes,
         range_request,
     )
-    from meltwater.stream.engine.scan import Plan, plan, read_plan, scan
+    from meltwater.stream.engine.scans.scan import Plan, plan, read_plan, scan
 
 # The API's names, each loaded from its module on first use (PEP 562): importing one
 # engine module (the CLI's `scan` imports a few) does not load the change feed and the
 # incremental planner too, 20 ms of every command's start-up.
 _LAZY = {
-    "ChangeFeed": "meltwater.stream.engine.change_feed",
-    "change_feed": "meltwater.stream.engine.change_feed",
-    "changes": "meltwater.stream.engine.change_feed",
-    "range_request": "meltwater.stream.engine.change_feed",
-    "Plan": "meltwater.stream.engine.scan",
-    "plan": "meltwater.stream.engine.scan",
-    "read_plan": "meltwater.stream.engine.scan",
-    "scan": "meltwater.stream.engine.scan",
+    "ChangeFeed": "meltwater.stream.engine.changes.change_feed",
+    "change_feed": "meltwater.stream.engine.changes.change_feed",
+    "changes": "meltwater.stream.engine.changes.change_feed",
+    "range_request": "meltwater.stream.engine.changes.change_feed",
+    "Plan": "meltwater.stream.engine.scans.scan",
+    "plan": "meltwater.stream.engine.scans.scan",
+    "read_plan": "meltwater.stream.engine.scans.scan",
+    "scan": "meltwater.stream.engine.scans.scan",
 }
 
 

@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from meltwater.planner.files import EntryStatus
-from meltwater.planner.manifests import ManifestCache, ManifestReader
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.spec.files import EntryStatus
+from meltwater.planner.table.manifests import ManifestCache, ManifestReader
+from meltwater.planner.table.table_loading import load_table
 
 
 def _relocated(value: Any, old: str, new: str) -> Any:

@@ -28,7 +28,7 @@ from object_store_fixtures import catalog_env, clean_env
 import meltwater.stream
 from corpus.compare import assert_same_rows
 from corpus.pyiceberg_writer import SCHEMA, History, write_history
-from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.planner.table.table_source import TableSource, parse_table_source
 
 ROOT = Path(__file__).resolve().parent.parent
 MELTWATER = str(Path(sys.executable).parent / "meltwater")

@@ -27,7 +27,7 @@ from corpus.compare import (
     truth_as,
 )
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",

@@ -20,9 +20,9 @@ import fastavro
 import pytest
 
 import meltwater.stream
-from meltwater.planner.change_range import resolve_range
+from meltwater.planner.changes.change_range import resolve_range
 from meltwater.planner.errors import CorruptMetadataError, InvalidRangeError
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.spark.options import change_read
 
 MELTWATER = Path(sys.executable).parent / "meltwater"
@@ -255,9 +255,9 @@ def test_a_data_file_without_field_ids_or_matching_names_is_refused(corpus, tmp_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from meltwater.planner.manifests import ManifestReader
-    from meltwater.planner.tasks import FileScanTask
-    from meltwater.stream.engine.reader import read_task
+    from meltwater.planner.scans.tasks import FileScanTask
+    from meltwater.planner.table.manifests import ManifestReader
+    from meltwater.stream.engine.scans.reader import read_task
     from meltwater.stream.errors import UnreadableFileError
 
     table = load_table(corpus.scenarios["cow_partitioned"].location)

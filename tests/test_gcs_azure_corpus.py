@@ -39,8 +39,8 @@ import meltwater.stream
 from corpus.build import STORE_SCENARIOS, STORE_WAREHOUSES
 from corpus.compare import assert_replays, assert_same_rows, live_ranges
 from corpus.s3_store import stored_objects
-from meltwater.planner.fileio import PyArrowFileIO
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.fileio import PyArrowFileIO
+from meltwater.planner.table.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 # What points a client at a store, or gives it credentials: set by no test here.

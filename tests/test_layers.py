@@ -10,6 +10,10 @@ the engine so that all three stream subpackages can raise its errors. `meltwater
 the CLI's writers, sits on the engine beside stream.watch, and the read path (planner,
 stream.engine, stream.watch, stream.spark) never imports it.
 
+Inside the two largest layers, rooms (`ROOMS`): the kernel's and the engine's subpackages,
+each importing only the rooms below it; the few modules at a package's root serve every room
+and import none.
+
 And one Spark adapter: only `meltwater.stream.spark` imports pyspark or py4j, or reaches
 into Spark's JVM through pyspark's private members (`_jvm`, `_gateway`, `_jsq`...).
 
@@ -68,7 +72,7 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from meltwater.stream.engine import formats` imports a module, not a name
+            # `from meltwater.stream.engine.decode import formats` imports a module, not a name
             names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
         else:
             continue
@@ -88,7 +92,8 @@ def _layer(module: str) -> tuple[str, int]:
 def test_the_graph_is_not_empty():
     """Guards the other two tests against a graph that finds nothing (a wrong ROOT)."""
     assert len(MODULES) > 80
-    assert "meltwater.stream.engine.reader" in GRAPH["meltwater.stream.engine.reconstruction"]
+    assert ("meltwater.stream.engine.scans.reader"
+            in GRAPH["meltwater.stream.engine.changes.reconstruction"])
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
@@ -98,6 +103,68 @@ def test_no_upward_import(module):
                     if _layer(target)[1] > level
                     and not (own == "meltwater.stream" and module == "meltwater.stream"))
     assert not upward, f"{module} ({own}) imports a higher layer: {upward}"
+
+
+# -- rooms inside the kernel and the engine -------------------------------------------------
+
+# Each package's rooms from the bottom, and the modules at its root, below every room.
+ROOMS = {
+    "meltwater.planner": ("spec", "expressions", "table", "scans", "changes"),
+    "meltwater.stream.engine": ("decode", "deletes", "scans", "changes"),
+}
+ROOT_MODULES = {
+    "meltwater.planner": {"errors", "str_enum"},
+    "meltwater.stream.engine": set(),
+}
+
+
+def _floor(module: str) -> tuple[str, int] | None:
+    """(package, floor) of a module inside a package with rooms: 0 for the package's root
+    modules, 1 + the room's index for a room's modules; None outside such packages."""
+    for package, rooms in ROOMS.items():
+        if not module.startswith(package + "."):
+            continue
+        first = module[len(package) + 1:].split(".")[0]
+        if first in rooms:
+            return package, 1 + rooms.index(first)
+        assert first in ROOT_MODULES[package], (
+            f"{module} is in no room of {package}: put it in one of {rooms}")
+        return package, 0
+    return None
+
+
+def test_the_rooms_hold_every_module():
+    """Guards the next test: every module of a package with rooms has a floor, each room
+    has modules, and the room order is what the packages' docstrings say."""
+    for package, rooms in ROOMS.items():
+        inside = [m for m in MODULES if m.startswith(package + ".")]
+        assert all(_floor(m) is not None for m in inside)
+        for room in rooms:
+            assert any(m.startswith(f"{package}.{room}.") for m in inside), room
+        doc = ast.get_docstring(_tree(MODULES[package])) or ""
+        named = [doc.index(f"`{room}/`") for room in rooms]
+        assert named == sorted(named), f"{package}'s docstring lists its rooms out of order"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if _floor(m) is not None))
+def test_rooms_import_only_rooms_below_them(module):
+    package, floor = _floor(module)
+    upward = sorted(target for target in GRAPH[module]
+                    if (_floor(target) or ("", 0))[0] == package and _floor(target)[1] > floor)
+    assert not upward, f"{module} imports a room above its own: {upward}"
+
+
+@pytest.mark.parametrize("room", sorted(f"{package}.{room}" for package, rooms in ROOMS.items()
+                                        for room in rooms))
+def test_each_room_names_its_modules(room):
+    """A room's `__init__` says what it offers: every module of the room is named in its
+    docstring, and no module that is not there."""
+    doc = ast.get_docstring(_tree(MODULES[room])) or ""
+    modules = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith(room + ".")}
+    named = set(re.findall(r"^\s*- `(\w+)`", doc, re.M)) | set(
+        re.findall(r"^\s*- `\w+`, `(\w+)`", doc, re.M))
+    assert modules <= named, f"{room}'s docstring does not name {sorted(modules - named)}"
+    assert named <= modules, f"{room}'s docstring names modules it lacks: {sorted(named - modules)}"
 
 
 # -- the engine reads, the CLI writes -------------------------------------------------------

@@ -13,7 +13,11 @@ from meltwater.output.errors import OutputError
 from meltwater.output.writers import OutputFormat, write_stream
 from meltwater.service.config import ConfigError, ProgressMode, Trigger, parse_config
 from meltwater.service.logs import LogFormat
-from meltwater.stream.engine.change_schema import ChangeOptions, ChangeTypeNames, EqualityDeletes
+from meltwater.stream.engine.changes.change_schema import (
+    ChangeOptions,
+    ChangeTypeNames,
+    EqualityDeletes,
+)
 from meltwater.stream.errors import ChangeOptionError, OptionError
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.stream_modes import SchemaChange, Starting

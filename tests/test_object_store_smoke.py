@@ -17,7 +17,7 @@ from seaweed_server import listening_addresses
 import meltwater.stream
 from corpus.compare import assert_same_rows
 from corpus.pyiceberg_writer import History, write_history
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 
 
 def test_server_listens_on_loopback_only(seaweed):

@@ -18,12 +18,12 @@ import pyarrow as pa
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
+from meltwater.planner.changes.incremental import IncrementalPlanner
 from meltwater.planner.errors import NoSuchFileError
-from meltwater.planner.fileio import PyArrowFileIO
-from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.manifest_group import PlanStats
-from meltwater.planner.manifests import ManifestReader
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.scans.manifest_group import PlanStats
+from meltwater.planner.table.fileio import PyArrowFileIO
+from meltwater.planner.table.manifests import ManifestReader
+from meltwater.planner.table.table_loading import load_table
 
 
 class UnavailableIO(PyArrowFileIO):

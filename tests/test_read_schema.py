@@ -22,8 +22,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 from meltwater.planner.errors import CorruptMetadataError
-from meltwater.planner.scan import TableScan
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.scans.scan import TableScan
+from meltwater.planner.table.table_loading import load_table
 
 MELTWATER = Path(sys.executable).parent / "meltwater"
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=True),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus.compare import assert_replays, assert_same_rows, live_ranges
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 IN_REST = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
@@ -79,7 +79,7 @@ def test_cli_by_identifier_reads_every_snapshot_and_range_as_iceberg_java(
 
 
 def _file_io(server):
-    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.table.fileio import PyArrowFileIO
 
     return PyArrowFileIO(server.file_io_properties())
 

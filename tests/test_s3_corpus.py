@@ -37,7 +37,7 @@ import meltwater.stream
 from corpus.compare import assert_same_rows
 from corpus.loader import Corpus, Scenario
 from corpus.s3_store import stored_objects
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
@@ -144,7 +144,7 @@ def test_data_files_are_opened_with_their_manifest_sizes(java_tables_in_sql,
     """A scan asks S3 for no data file's size (a HEAD each time Arrow opens it without one):
     the manifests record it, as Iceberg Java opens data files with the manifest's length.
     Counted at the socket, through a proxy in front of the S3 endpoint."""
-    from meltwater.planner.fileio import PyArrowFileIO
+    from meltwater.planner.table.fileio import PyArrowFileIO
 
     scenario = java_tables_in_sql.corpus.scenarios["cow_partitioned"]
     with CountingProxy(seaweed_plain_lake.s3_endpoint, keep_host=True) as proxy:
@@ -164,12 +164,12 @@ def test_a_manifest_size_that_does_not_match_the_object_reads_the_object_as_it_i
     """On S3 the footer is looked for at the manifest's size: a size off by any amount fails
     that read, the task goes to the per-task reader (which asks S3 for the size) and the
     rows are the object's, never a misread."""
-    from meltwater.planner.fileio import PyArrowFileIO
-    from meltwater.planner.files import DataFile, FileContent
-    from meltwater.planner.tasks import FileScanTask
-    from meltwater.planner.types import NestedField, PrimitiveType, Schema
-    from meltwater.stream.engine import bulk_scan
-    from meltwater.stream.engine.scan import read_tasks
+    from meltwater.planner.scans.tasks import FileScanTask
+    from meltwater.planner.spec.files import DataFile, FileContent
+    from meltwater.planner.spec.types import NestedField, PrimitiveType, Schema
+    from meltwater.planner.table.fileio import PyArrowFileIO
+    from meltwater.stream.engine.scans import bulk_scan
+    from meltwater.stream.engine.scans.scan import read_tasks
 
     field = pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})
     buffer = BytesIO()

@@ -19,7 +19,7 @@ import pytest
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
@@ -96,8 +96,8 @@ def test_filtered_scans_equal_the_truth_filtered(corpus, name, text, predicate):
 
 
 def _columns(text: str) -> list[str]:
-    from meltwater.planner.expressions import predicates
-    from meltwater.planner.filter_parser import parse_filter
+    from meltwater.planner.expressions.filter_parser import parse_filter
+    from meltwater.planner.expressions.tree import predicates
 
     return [p.term for p in predicates(parse_filter(text))]
 
@@ -180,7 +180,7 @@ class _TruncatingIO:
     """A FileIO whose copy of one file is cut short, as after a failed upload."""
 
     def __init__(self, victim: str) -> None:
-        from meltwater.planner.fileio import PyArrowFileIO
+        from meltwater.planner.table.fileio import PyArrowFileIO
 
         self.base = PyArrowFileIO()
         self.victim = victim

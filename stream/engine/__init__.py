@@ -1,15 +1,12 @@
 """The engine: Iceberg data and delete files in, Arrow record batches of rows or changes out.
 
-Spark-free and watcher-free; one step per module:
+Spark-free and watcher-free. Four rooms, each importing only the rooms below it
+(`tests/test_layers.py` checks the order), from the bottom:
 
-- `formats`: decoding Parquet, ORC and Avro data files into Arrow batches;
-- `projection`: matching a file's columns to the read schema by field id;
-- `deletes`: position deletes, deletion vectors and equality deletes, applied as masks;
-- `reader`: one scan task through those steps (`read_task`), or one file under several
-  delete sets at once for change reconstruction (`read_with_delete_sets`);
-- `reconstruction` and `updates`: change rows of a commit (carry-over removal, update pairs);
-  `held_changes`: the same when a commit is split over micro-batches;
-- `scan`, `bulk_scan`, `change_feed`: the Python API's table scans and change feeds.
+- `decode/`: data files decoded into Arrow and matched to the read schema by field id;
+- `deletes/`: delete files read once and kept, as position masks and equality lookups;
+- `scans/`: scan tasks read through projection, deletes and residual filters;
+- `changes/`: change tasks read into change rows (INSERT, DELETE, UPDATE_BEFORE/AFTER).
 
 It only reads: the files the CLI writes are `meltwater.output`'s.
 """

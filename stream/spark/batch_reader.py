@@ -39,18 +39,22 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from meltwater.planner.change_range import RangeRequest
-from meltwater.planner.expressions import TRUE, Expression
-from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.micro_batch import CommitPart
-from meltwater.planner.scan import TableScan
-from meltwater.planner.splitting import DEFAULT_OPEN_FILE_COST, SplitOptions
-from meltwater.planner.table_loading import Table, load_table
-from meltwater.planner.types import Schema
-from meltwater.stream.engine.arrow_schema import to_arrow_schema as engine_schema
-from meltwater.stream.engine.change_feed import ChangeFeed, change_feed
-from meltwater.stream.engine.change_schema import LINEAGE_IDS, METADATA_COLUMNS, BeforeImages
-from meltwater.stream.engine.scan import DEFAULT_BATCH_SIZE
+from meltwater.planner.changes.change_range import RangeRequest
+from meltwater.planner.changes.incremental import IncrementalPlanner
+from meltwater.planner.changes.micro_batch import CommitPart
+from meltwater.planner.expressions.tree import TRUE, Expression
+from meltwater.planner.scans.scan import TableScan
+from meltwater.planner.scans.splitting import DEFAULT_OPEN_FILE_COST, SplitOptions
+from meltwater.planner.spec.types import Schema
+from meltwater.planner.table.table_loading import Table, load_table
+from meltwater.stream.engine.changes.change_feed import ChangeFeed, change_feed
+from meltwater.stream.engine.changes.change_schema import (
+    LINEAGE_IDS,
+    METADATA_COLUMNS,
+    BeforeImages,
+)
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema as engine_schema
+from meltwater.stream.engine.scans.scan import DEFAULT_BATCH_SIZE
 from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters

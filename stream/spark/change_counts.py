@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from meltwater.stream.engine.change_schema import (
+from meltwater.stream.engine.changes.change_schema import (
     CHANGE_TYPE,
     DELETE,
     INSERT,

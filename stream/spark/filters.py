@@ -51,7 +51,7 @@ from pyspark.sql.datasource import (
 )
 
 from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.expressions import (
+from meltwater.planner.expressions.tree import (
     TRUE,
     Expression,
     Op,
@@ -60,7 +60,7 @@ from meltwater.planner.expressions import (
     bind,
     or_,
 )
-from meltwater.planner.types import NestedField, PrimitiveType, Schema, StructType
+from meltwater.planner.spec.types import NestedField, PrimitiveType, Schema, StructType
 
 # Column types whose values Spark compares exactly as meltwater does.
 _EXACT_KINDS = frozenset({"boolean", "int", "long", "float", "double", "decimal", "date",

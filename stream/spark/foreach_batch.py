@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
-from meltwater.planner.micro_batch import StreamOffset
-from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY
+from meltwater.planner.changes.micro_batch import StreamOffset
+from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -7,7 +7,7 @@ stream reader and their tests agree on what each option means. It imports no pys
 Iceberg's change options are exclusive at the start and inclusive at the end
 (`start-snapshot-id`, `end-snapshot-id`, ...). Spark 4.2's change-read names
 (`startingVersion`, `startingTimestamp`, ...) are inclusive at both ends. Each becomes a
-`meltwater.planner.change_range.RangeBound` named by the option the user set, so the
+`meltwater.planner.changes.change_range.RangeBound` named by the option the user set, so the
 planner's one resolver decides what it means and its refusals speak of that option.
 """
 
@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from meltwater.planner.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
+from meltwater.planner.changes.change_range import BoundKind, RangeBound, RangeRequest, given_bounds
 from meltwater.planner.str_enum import StrEnum
-from meltwater.planner.table_source import TableSource, parse_table_source
-from meltwater.stream.engine.change_schema import (
+from meltwater.planner.table.table_source import TableSource, parse_table_source
+from meltwater.stream.engine.changes.change_schema import (
     BeforeImages,
     ChangeTypeNames,
     EqualityDeletes,

@@ -4,7 +4,7 @@ Spark plans partitions on the driver and pickles each to the executor that reads
 a partition carries everything its read needs and nothing of the driver's state:
 
 - `SnapshotPartition`: a group of planner scan tasks (a snapshot read);
-- `ChangePartition`: commit parts (`meltwater.planner.micro_batch.CommitPart`) with the
+- `ChangePartition`: commit parts (`meltwater.planner.changes.micro_batch.CommitPart`) with the
   change options; a batch change read makes one of a whole commit (or, for net changes,
   of every commit of the range), a stream one of a micro-batch's packed parts.
 
@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
 
-from meltwater.planner.expressions import TRUE, Expression
-from meltwater.planner.micro_batch import CommitPart
-from meltwater.planner.tasks import FileScanTask
-from meltwater.planner.types import Schema
-from meltwater.stream.engine.change_schema import ChangeOptions
+from meltwater.planner.changes.micro_batch import CommitPart
+from meltwater.planner.expressions.tree import TRUE, Expression
+from meltwater.planner.scans.tasks import FileScanTask
+from meltwater.planner.spec.types import Schema
+from meltwater.stream.engine.changes.change_schema import ChangeOptions
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from meltwater.planner.fileio import FileIO
-    from meltwater.planner.table_loading import Table
+    from meltwater.planner.table.fileio import FileIO
+    from meltwater.planner.table.table_loading import Table
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ReadPartition(InputPartition):
 
     def open_io(self) -> FileIO:
         """The FileIO an executor reads the partition's files with."""
-        from meltwater.planner.fileio import shared_file_io  # executors only
+        from meltwater.planner.table.fileio import shared_file_io  # executors only
 
         return shared_file_io(dict(self.io_properties))
 
@@ -84,21 +84,24 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
                    ) -> Iterator[pa.RecordBatch]:
     """The engine's batches of one partition (before they are made to fit Spark's schema,
     `arrow_types.conform`)."""
-    from meltwater.stream.engine.reader import DEFAULT_BATCH_SIZE
+    from meltwater.stream.engine.scans.reader import DEFAULT_BATCH_SIZE
 
     size = batch_size or DEFAULT_BATCH_SIZE
     io = partition.open_io()
-    from meltwater.stream.engine.deletes import shared_loader
+    from meltwater.stream.engine.deletes.loader import shared_loader
 
     loader = shared_loader(io)  # what earlier partitions in this process read, kept
     if isinstance(partition, SnapshotPartition):
-        from meltwater.stream.engine.scan import read_tasks
+        from meltwater.stream.engine.scans.scan import read_tasks
 
         yield from read_tasks(partition.tasks, partition.read_schema, partition.projection, io,
                               batch_size=size, threads=1, deletes=loader)
     elif isinstance(partition, ChangePartition):
         if partition.options.net:
-            from meltwater.stream.engine.reconstruction import reconstruct_net, reconstruct_range
+            from meltwater.stream.engine.changes.reconstruction import (
+                reconstruct_net,
+                reconstruct_range,
+            )
 
             parts = partition.parts
             if len(parts) == 1 and parts[0].changes.spanned:  # the range as one set of tasks
@@ -110,7 +113,7 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
                                          options=partition.options, deletes=loader,
                                          batch_size=size, row_filter=partition.row_filter)
             return
-        from meltwater.stream.engine.held_changes import read_parts
+        from meltwater.stream.engine.changes.held_changes import read_parts
 
         yield from read_parts(partition.parts, io, partition.options, loader,
                               batch_size=size, row_filter=partition.row_filter)

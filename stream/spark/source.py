@@ -115,7 +115,7 @@ class MeltwaterDataSource(DataSource):
 def change_schema_for(options: Mapping[str, str]) -> StructType:
     """The schema of change rows for these options: the table schema of the range's end
     (the current snapshot when no end is given) and the change metadata columns."""
-    from meltwater.planner.table_loading import load_table
+    from meltwater.planner.table.table_loading import load_table
     from meltwater.stream.spark.arrow_types import spark_schema
     from meltwater.stream.spark.batch_reader import resolve_read
 
@@ -132,9 +132,9 @@ def stream_schema_for(options: Mapping[str, str]) -> StructType:
     schema, and a start option (`start-snapshot-id`, ...) would be resolved against the
     table's history even when the query resumes from its checkpoint, where a start snapshot
     expired since no longer matters."""
-    from meltwater.planner.change_range import RangeRequest
-    from meltwater.planner.table_loading import load_table
-    from meltwater.stream.engine.change_feed import change_feed
+    from meltwater.planner.changes.change_range import RangeRequest
+    from meltwater.planner.table.table_loading import load_table
+    from meltwater.stream.engine.changes.change_feed import change_feed
     from meltwater.stream.spark.arrow_types import spark_schema
     from meltwater.stream.spark.options import row_options
 

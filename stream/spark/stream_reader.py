@@ -22,7 +22,7 @@ apply. `ReadAllAvailable` from Spark (e.g. `Trigger.Once`) ignores the options' 
 many micro-batches as the limits make, and ends. Limits never change the rows the stream
 emits: a commit is split only between its units, and rows that pair across them wait for
 its last part (`meltwater.stream.watch.stream_offsets`, "Splitting a commit"); each partition is
-read by `meltwater.stream.engine.held_changes.read_parts`.
+read by `meltwater.stream.engine.changes.held_changes.read_parts`.
 
 Event-driven triggers: the driver-side process also watches the table
 (`meltwater.stream.watch.watcher`, started on the first offset request, stopped by `stop()`,
@@ -61,9 +61,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
 from meltwater.planner.errors import StreamError
-from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
-from meltwater.stream.engine.change_schema import METADATA_COLUMNS
+from meltwater.stream.engine.changes.change_schema import METADATA_COLUMNS
 from meltwater.stream.errors import SchemaChangedError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read

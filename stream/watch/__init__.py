@@ -4,7 +4,7 @@
 - `watcher`: `SnapshotWatcher`, which notices new snapshots (events locally, polling on
   object stores);
 - `change_stream`: `ChangeStream`, a change feed that advances micro-batch by micro-batch
-  (the Spark-free half of a streaming source; `meltwater.planner.micro_batch` decides what
+  (the Spark-free half of a streaming source; `meltwater.planner.changes.micro_batch` decides what
   each micro-batch reads), coordinating one module per concern: `watched_table` (the table
   at its newest metadata, and its watcher), `stream_lineage` (the snapshots from an offset
   to a target), `plan_cache` (commits planned once per micro-batch in flight),

@@ -2,7 +2,7 @@
 
 `latest_offset(start, budget)` walks the lineage from `start` to the newest snapshot
 (`meltwater.stream.watch.stream_lineage`) and plans commits one at a time until the budget
-(files, rows, bytes; `meltwater.planner.micro_batch.Budget`) is spent. A commit that fits
+(files, rows, bytes; `meltwater.planner.changes.micro_batch.Budget`) is spent. A commit that fits
 the budget is kept whole (the batch ends before it rather than splitting it); only a
 commit bigger than the budget is split, between its units, and a batch always takes at
 least one unit, even one bigger than the budget, so a stream never stalls. A commit whose
@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from meltwater.planner.metadata import Snapshot
-from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, task_cost
-from meltwater.planner.table_source import TableSource
+from meltwater.planner.changes.micro_batch import Budget, Cost, StreamOffset, task_cost
+from meltwater.planner.table.metadata import Snapshot
+from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.watch.plan_cache import PlannedCommit
 from meltwater.stream.watch.stream_lineage import Segment
 from meltwater.stream.watch.stream_offsets import unit_bounds

@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from meltwater.planner.change_range import RangeBound, resolve_start
-from meltwater.planner.fileio import FileIO
-from meltwater.planner.micro_batch import UNLIMITED, Budget, CommitPart, StreamOffset
-from meltwater.planner.splitting import SplitOptions
-from meltwater.planner.table_loading import Table
-from meltwater.planner.table_source import TableSource
-from meltwater.stream.engine.change_schema import ChangeOptions, RowOptions
+from meltwater.planner.changes.change_range import RangeBound, resolve_start
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, CommitPart, StreamOffset
+from meltwater.planner.scans.splitting import SplitOptions
+from meltwater.planner.table.fileio import FileIO
+from meltwater.planner.table.table_loading import Table
+from meltwater.planner.table.table_source import TableSource
+from meltwater.stream.engine.changes.change_schema import ChangeOptions, RowOptions
 from meltwater.stream.watch.admission import admit
 from meltwater.stream.watch.plan_cache import PlanCache, PlannedCommit
 from meltwater.stream.watch.stream_lineage import Segment, StreamLineage

@@ -7,7 +7,7 @@ so each commit is planned once and its plan kept until Spark commits an offset p
 (`forget`): the plan a replayed batch gets is the plan its first run had.
 
 One planner serves the whole stream, carrying the table's state from each commit to the
-next (`meltwater.planner.table_state`), so a stream following a table reads each commit's
+next (`meltwater.planner.changes.table_state`), so a stream following a table reads each commit's
 own manifests, not every manifest of every commit.
 """
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meltwater.planner.change_tasks import AddedRowsTask, ChangeCommit, ChangeTask
-from meltwater.planner.commit_units import CommitUnits, commit_units
-from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.metadata import Snapshot
-from meltwater.planner.micro_batch import StreamOffset
-from meltwater.planner.scan import TableScan
-from meltwater.planner.table_loading import Table
-from meltwater.stream.engine.change_schema import ChangeOptions
+from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, ChangeTask
+from meltwater.planner.changes.commit_units import CommitUnits, commit_units
+from meltwater.planner.changes.incremental import IncrementalPlanner
+from meltwater.planner.changes.micro_batch import StreamOffset
+from meltwater.planner.scans.scan import TableScan
+from meltwater.planner.table.metadata import Snapshot
+from meltwater.planner.table.table_loading import Table
+from meltwater.stream.engine.changes.change_schema import ChangeOptions
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from meltwater.planner.metadata import Snapshot, TableMetadata
+from meltwater.planner.table.metadata import Snapshot, TableMetadata
 
 
 def _count(summary: dict[str, str], key: str) -> int | None:

@@ -2,7 +2,7 @@
 
 From an offset to a target snapshot, a stream reads the rest of the offset's own snapshot
 when it is unfinished, then every commit after it along the target's lineage, found by the
-planner's lineage walk (`meltwater.planner.lineage`, which a batch change range also uses),
+planner's lineage walk (`meltwater.planner.table.lineage`, which a batch change range also uses),
 each numbered by the `_change_ordinal` its rows carry.
 
 **Expired history.** Snapshots that expired before the stream read them fail the stream,
@@ -17,12 +17,12 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, MeltwaterError
-from meltwater.planner.lineage import walk_back
-from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.planner.micro_batch import StreamOffset
-from meltwater.planner.table_loading import Table
-from meltwater.planner.table_source import TableSource
+from meltwater.planner.table.lineage import walk_back
+from meltwater.planner.table.metadata import Snapshot, TableMetadata
+from meltwater.planner.table.table_loading import Table
+from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.watch.plan_cache import PlanCache
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ the way Iceberg's own `StreamingOffset` is::
 reads "every commit before snapshot 5140... along the table's lineage, and the first 3
 tasks of that snapshot's commit, have been read". The tasks are the incremental planner's
 change tasks of the commit (`IncrementalPlanner.plan_commit`) in *unit order*
-(`meltwater.planner.commit_units`), a function of the commit's immutable manifests and the
+(`meltwater.planner.changes.commit_units`), a function of the commit's immutable manifests and the
 table's specs, so one huge commit can be spread over several micro-batches. `complete`
 marks the commit as read whole (then `position` is its task count, or 0 for the exclusive
 start of the stream), so an offset never needs the next snapshot, which may not exist yet.
@@ -32,7 +32,7 @@ micro-batches is the unlimited feed, row for row:
 
 - Carry-over removal compares a commit's DELETEs with its INSERTs, and the two copies of
   a row rewritten unchanged are in one unit (a partition, across specs whatever no shared
-  partition field tells apart; see `meltwater.planner.commit_units`), so cutting between
+  partition field tells apart; see `meltwater.planner.changes.commit_units`), so cutting between
   units never separates them. A commit that only adds or only removes rows cancels
   nothing: each of its tasks is a unit, and the Spark source also spreads such commits
   over partitions.
@@ -40,8 +40,8 @@ micro-batches is the unlimited feed, row for row:
   update moving a row to another partition, pairing by `_row_id`). A part of such a commit
   carries the commit's tasks (`CommitPart.pairing`); it holds back the rows whose key
   another unit also has, and the commit's last part emits them, paired over the whole
-  commit (`meltwater.stream.engine.held_changes`). The held rows are *recomputed*, not stored:
-  each part re-reads the key columns of its units' key group, the last part the rows it
+  commit (`meltwater.stream.engine.changes.held_changes`). The held rows are *recomputed*,
+  not stored: each part re-reads the key columns of its units' key group, the last part the rows it
   emits, all from immutable files. A checkpoint therefore holds nothing but the offset
   (bounded, whatever the commit), a replayed micro-batch emits exactly the same rows, and
   a driver killed mid-batch loses or duplicates nothing: Spark replays the batch's
@@ -53,12 +53,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from meltwater.planner.change_tasks import ChangeCommit, CommitChanges
-from meltwater.planner.commit_units import CommitSplit
+from meltwater.planner.changes.change_tasks import ChangeCommit, CommitChanges
+from meltwater.planner.changes.commit_units import CommitSplit
+from meltwater.planner.changes.micro_batch import CommitPart, StreamOffset
 from meltwater.planner.errors import OffsetError
-from meltwater.planner.micro_batch import CommitPart, StreamOffset
-from meltwater.planner.table_source import TableSource
-from meltwater.planner.types import Schema
+from meltwater.planner.spec.types import Schema
+from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.watch.plan_cache import PlannedCommit
 from meltwater.stream.watch.stream_lineage import Segment
 

@@ -14,14 +14,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from meltwater.planner.change_range import RangeRequest
+from meltwater.planner.changes.change_range import RangeRequest
 from meltwater.planner.errors import StreamError
-from meltwater.planner.metadata import Snapshot, TableMetadata
-from meltwater.planner.table_loading import Table
-from meltwater.planner.table_source import TableSource
-from meltwater.planner.types import Schema
-from meltwater.stream.engine.change_feed import change_feed
-from meltwater.stream.engine.change_schema import (
+from meltwater.planner.spec.types import Schema
+from meltwater.planner.table.metadata import Snapshot, TableMetadata
+from meltwater.planner.table.table_loading import Table
+from meltwater.planner.table.table_source import TableSource
+from meltwater.stream.engine.changes.change_feed import change_feed
+from meltwater.stream.engine.changes.change_schema import (
     LINEAGE_FIELDS,
     LINEAGE_IDS,
     METADATA_COLUMNS,

@@ -19,9 +19,9 @@ import weakref
 from typing import TYPE_CHECKING
 
 from meltwater.planner.errors import MeltwaterError, NoSuchTableError
-from meltwater.planner.fileio import FileIO, PyArrowFileIO
-from meltwater.planner.table_loading import Table, locate_table, read_metadata
-from meltwater.planner.table_source import TableSource
+from meltwater.planner.table.fileio import FileIO, PyArrowFileIO
+from meltwater.planner.table.table_loading import Table, locate_table, read_metadata
+from meltwater.planner.table.table_source import TableSource
 
 if TYPE_CHECKING:
     from meltwater.stream.watch.watcher import SnapshotWatcher

@@ -59,10 +59,10 @@ from meltwater.planner.errors import (
     NoSuchTableError,
     UnsupportedFeatureError,
 )
-from meltwater.planner.fileio import FileIO, PyArrowFileIO
-from meltwater.planner.metadata import TableMetadata
-from meltwater.planner.table_loading import locate_table, metadata_file_version, read_metadata
-from meltwater.planner.table_source import TableSource, parse_table_source
+from meltwater.planner.table.fileio import FileIO, PyArrowFileIO
+from meltwater.planner.table.metadata import TableMetadata
+from meltwater.planner.table.table_loading import locate_table, metadata_file_version, read_metadata
+from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.stream.errors import WatcherError
 from meltwater.stream.watch.fs_events import DirectoryWatch, watch_directory
 from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after

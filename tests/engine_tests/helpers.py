@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
+from meltwater.planner.scans.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
+from meltwater.planner.spec.files import DataFile, FileContent
 
 ID = b"PARQUET:field_id"
 

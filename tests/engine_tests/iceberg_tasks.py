@@ -13,9 +13,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
-from meltwater.planner.types import Schema, parse_schema
+from meltwater.planner.scans.tasks import DeleteFileRef, EqualityDeleteSet, FileScanTask
+from meltwater.planner.spec.files import DataFile, FileContent
+from meltwater.planner.spec.types import Schema, parse_schema
 
 
 def _local(location: str) -> Path:

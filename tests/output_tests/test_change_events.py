@@ -12,8 +12,8 @@ import pytest
 
 from meltwater.output.change_events import debezium_events, write_debezium_jsonl
 from meltwater.output.errors import ChangeOutputError
-from meltwater.stream.engine.arrow_schema import FIELD_ID_KEY
-from meltwater.stream.engine.reconstruction import METADATA_FIELDS
+from meltwater.stream.engine.changes.reconstruction import METADATA_FIELDS
+from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
 
 
 def F(name: str, type_: pa.DataType, fid: int) -> pa.Field:

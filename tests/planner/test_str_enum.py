@@ -7,7 +7,7 @@ import json
 import pickle
 
 from meltwater.planner.str_enum import StrEnum
-from meltwater.stream.engine.change_schema import EqualityDeletes
+from meltwater.stream.engine.changes.change_schema import EqualityDeletes
 
 
 def test_a_member_is_its_text_to_comparisons_lookups_json_and_messages():

@@ -73,7 +73,7 @@ def _read(conn, ledger_sql: str, params: tuple, names: str, table: str):
 
 
 def _iceberg_kind(type_: pa.DataType):
-    from meltwater.planner.types import primitive
+    from meltwater.planner.spec.types import primitive
 
     if pa.types.is_decimal(type_):
         return primitive(f"decimal({type_.precision}, {type_.scale})")

@@ -56,7 +56,7 @@ SOURCE_AT_START = """\
 recent call last):
   File "/opt/meltwater/stream/spark/source.py", line 95, in schema
     read = resolve_read(self.options)
-  File "/opt/meltwater/planner/change_range.py", line 314, in _check_unreached_start
+  File "/opt/meltwater/planner/changes/change_range.py", line 314, in _check_unreached_start
     raise NoSuchSnapshotError(f"{bound} is not a snapshot of table {metadata.location} "
 meltwater.planner.errors.NoSuchSnapshotError: start-snapshot-id 12345 is not a snapshot of \
 table /warehouse/db/orders (expired or never committed)

@@ -18,7 +18,7 @@ import pytest
 from loopback_ports import free_port
 from service_process import Pipeline, ServiceProcess, write_config
 
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks.mirror_stream import ledger_name
 from sink_tests.kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows
 from watch_tests.replay import Replay

@@ -20,7 +20,7 @@ from loopback_ports import free_port
 from service_process import Pipeline, ServiceProcess, write_config
 
 from corpus.compare import row_multiset
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks.mirror_stream import ledger_name
 from service_tests.harness import log_records
 from sink_tests.mirror_read import fetch, mirror_columns, read_mirror

@@ -84,7 +84,7 @@ MELTWATER_CONNECTION_RESET = """\
 Traceback (most recent call last):
   File "$SITE/pyspark/daemon.py", line 264, in manager
     code = worker(sock, authenticated)
-  File "/opt/meltwater/stream/engine/reader.py", line 80, in read
+  File "/opt/meltwater/stream/engine/scans/reader.py", line 80, in read
     return source.read()
   File "$SITE/pyarrow/fs.py", line 12, in read
     raise ConnectionResetError(104, "Connection reset by peer")

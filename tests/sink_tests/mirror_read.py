@@ -18,9 +18,9 @@ from typing import Any
 import psycopg
 import pyarrow as pa
 
-from meltwater.planner.types import IcebergType, ListType, MapType, Schema, StructType
+from meltwater.planner.spec.types import IcebergType, ListType, MapType, Schema, StructType
 from meltwater.sinks.database import sqlite_path
-from meltwater.stream.engine.arrow_schema import to_arrow_type
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_type
 
 _FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 

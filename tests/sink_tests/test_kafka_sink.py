@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows
 
 import meltwater.stream
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks.errors import (
     BatchMismatchError,
     BrokerAuthenticationError,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows
 
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks import kafka_foreach_batch
 
 

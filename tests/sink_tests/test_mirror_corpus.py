@@ -21,7 +21,7 @@ from mirror_read import mirror_columns, read_mirror
 
 import meltwater.stream
 from corpus.compare import row_multiset
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks import Mirror
 
 # scenario -> explicit key column (None: the table's identifier fields); every scenario's

@@ -18,8 +18,8 @@ from mirror_read import fetch, mirror_columns, read_mirror
 
 import meltwater.stream
 from corpus.compare import row_multiset
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.types import INT, LONG, STRING, NestedField, Schema
+from meltwater.planner.spec.types import INT, LONG, STRING, NestedField, Schema
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks import Mirror
 from meltwater.sinks.database import sqlite_path
 from meltwater.sinks.errors import NullKeyError, SchemaChangeNotMirroredError

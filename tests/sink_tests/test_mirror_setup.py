@@ -11,8 +11,8 @@ from mirror_read import fetch, read_mirror
 
 import meltwater.stream
 from corpus.compare import row_multiset
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.types import INT, LONG, STRING, NestedField, PrimitiveType, Schema
+from meltwater.planner.spec.types import INT, LONG, STRING, NestedField, PrimitiveType, Schema
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks import Mirror, Sink, open_sink, sink_schemes
 from meltwater.sinks.database import sqlite_path
 from meltwater.sinks.errors import (

@@ -15,8 +15,8 @@ import pyarrow as pa
 from mirror_read import fetch, read_mirror
 
 from corpus.compare import row_multiset
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.types import LONG, STRING, NestedField, Schema
+from meltwater.planner.spec.types import LONG, STRING, NestedField, Schema
+from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks import ForeachBatchWriter, Mirror, foreach_batch, open_sink
 
 SCHEMA = Schema((NestedField(1, "id", LONG, required=True), NestedField(2, "v", STRING)),

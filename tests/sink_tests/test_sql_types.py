@@ -16,7 +16,7 @@ import pytest
 from mirror_read import fetch, read_mirror
 
 from corpus.compare import row_multiset
-from meltwater.planner.types import (
+from meltwater.planner.spec.types import (
     INT,
     LONG,
     STRING,
@@ -30,7 +30,7 @@ from meltwater.planner.types import (
 )
 from meltwater.sinks import Mirror
 from meltwater.sinks.errors import InvalidKeyColumnError, UnsupportedTypeError
-from meltwater.stream.engine.arrow_schema import to_arrow_type
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_type
 
 UTC = dt.timezone.utc
 NAN, INF = float("nan"), float("inf")

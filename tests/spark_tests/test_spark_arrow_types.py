@@ -10,13 +10,13 @@ import pytest
 from pyspark.sql.types import StructType as SparkStruct
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
-from meltwater.planner.change_tasks import AddedRowsTask, ChangeCommit, CommitChanges
+from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, CommitChanges
+from meltwater.planner.changes.micro_batch import CommitPart
 from meltwater.planner.errors import StreamError
-from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.micro_batch import CommitPart
-from meltwater.planner.types import LONG, NestedField, PrimitiveType, Schema, StructType
-from meltwater.stream.engine.change_schema import ChangeOptions
-from meltwater.stream.engine.reconstruction import change_schema
+from meltwater.planner.spec.files import DataFile, FileContent
+from meltwater.planner.spec.types import LONG, NestedField, PrimitiveType, Schema, StructType
+from meltwater.stream.engine.changes.change_schema import ChangeOptions
+from meltwater.stream.engine.changes.reconstruction import change_schema
 from meltwater.stream.errors import UnreadableFileError
 from meltwater.stream.spark import batch_reader, stream_reader
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema, spark_schema

@@ -35,8 +35,7 @@ from pyspark.sql.datasource import (
 
 import meltwater.stream
 from corpus.compare import assert_same_rows
-from meltwater.planner.table_loading import load_table
-from meltwater.planner.types import (
+from meltwater.planner.spec.types import (
     DOUBLE,
     LONG,
     STRING,
@@ -44,7 +43,8 @@ from meltwater.planner.types import (
     Schema,
     StructType,
 )
-from meltwater.stream.engine.arrow_filter import to_arrow_filter
+from meltwater.planner.table.table_loading import load_table
+from meltwater.stream.engine.decode.arrow_filter import to_arrow_filter
 from meltwater.stream.spark.batch_reader import MeltwaterBatchReader
 from meltwater.stream.spark.filters import translate, translate_filters
 from meltwater.stream.spark.partitions import ChangePartition, SnapshotPartition
@@ -356,7 +356,7 @@ def test_only_spark_modules_import_pyspark():
             "names = [m.name for m in pkgutil.walk_packages(s.__path__, 'meltwater.stream.')\n"
             "         if not m.name.startswith('meltwater.stream.spark')]\n"
             "names += [m.name for m in pkgutil.iter_modules(p.__path__, 'meltwater.planner.')]\n"
-            "assert 'meltwater.stream.engine.reader' in names, names\n"
+            "assert 'meltwater.stream.engine.scans.reader' in names, names\n"
             "for name in names:\n"
             "    importlib.import_module(name)\n"
             "    assert 'pyspark' not in sys.modules, name + ' imports pyspark'\n")

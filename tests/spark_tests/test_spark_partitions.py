@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pickle
 
-from meltwater.planner.change_tasks import (
+from meltwater.planner.changes.change_tasks import (
     AddedRowsTask,
     ChangeCommit,
     CommitChanges,
     DeletedRowsTask,
 )
-from meltwater.planner.commit_units import CommitSplit
-from meltwater.planner.expressions import Op, Predicate, bind
-from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.micro_batch import CommitPart
-from meltwater.planner.tasks import DeleteFileRef, FileScanTask
-from meltwater.planner.types import LONG, STRING, NestedField, Schema
-from meltwater.stream.engine.change_schema import ChangeOptions
+from meltwater.planner.changes.commit_units import CommitSplit
+from meltwater.planner.changes.micro_batch import CommitPart
+from meltwater.planner.expressions.tree import Op, Predicate, bind
+from meltwater.planner.scans.tasks import DeleteFileRef, FileScanTask
+from meltwater.planner.spec.files import DataFile, FileContent
+from meltwater.planner.spec.types import LONG, STRING, NestedField, Schema
+from meltwater.stream.engine.changes.change_schema import ChangeOptions
 from meltwater.stream.spark.partitions import ChangePartition, ReadPartition, SnapshotPartition
 
 SCHEMA = Schema((NestedField(1, "id", LONG, True), NestedField(2, "name", STRING)), 0, (1,))

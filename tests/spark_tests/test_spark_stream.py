@@ -40,8 +40,10 @@ from pyspark.sql.streaming.datasource import (
 
 import meltwater.stream
 from corpus.compare import _canonical, assert_same_rows
-from meltwater.planner import micro_batch
-from meltwater.planner.commit_units import commit_units
+from meltwater.planner.changes import micro_batch
+from meltwater.planner.changes.commit_units import commit_units
+from meltwater.planner.changes.incremental import IncrementalPlanner
+from meltwater.planner.changes.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
 from meltwater.planner.errors import (
     CorruptMetadataError,
     ExpiredSnapshotsError,
@@ -50,9 +52,7 @@ from meltwater.planner.errors import (
     NoSuchTableError,
     StreamError,
 )
-from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.errors import OptionError, SchemaChangedError
 from meltwater.stream.spark.arrow_types import spark_arrow_schema
 from meltwater.stream.spark.options import stream_read

@@ -12,8 +12,8 @@ import time
 import pytest
 from test_watcher import CountingIO
 
-from meltwater.planner.table_loading import load_table
-from meltwater.stream.engine.change_schema import METADATA_COLUMNS
+from meltwater.planner.table.table_loading import load_table
+from meltwater.stream.engine.changes.change_schema import METADATA_COLUMNS
 from meltwater.stream.errors import OptionError
 from meltwater.stream.spark.batch_reader import wants_change_schema
 from meltwater.stream.spark.options import stream_read

@@ -23,18 +23,18 @@ import pyarrow as pa
 import pytest
 
 from corpus.compare import _canonical
-from meltwater.planner.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
-from meltwater.planner.commit_units import commit_units, is_one_way
+from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
+from meltwater.planner.changes.commit_units import commit_units, is_one_way
+from meltwater.planner.changes.incremental import IncrementalPlanner
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
 from meltwater.planner.errors import InvalidRangeError, OffsetError
-from meltwater.planner.fileio import PyArrowFileIO
-from meltwater.planner.files import DataFile, FileContent
-from meltwater.planner.incremental import IncrementalPlanner
-from meltwater.planner.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
-from meltwater.planner.partitioning import PartitionField, PartitionSpec
-from meltwater.planner.table_loading import load_table
-from meltwater.stream.engine import held_changes
-from meltwater.stream.engine.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
-from meltwater.stream.engine.held_changes import read_parts
+from meltwater.planner.spec.files import DataFile, FileContent
+from meltwater.planner.spec.partitioning import PartitionField, PartitionSpec
+from meltwater.planner.table.fileio import PyArrowFileIO
+from meltwater.planner.table.table_loading import load_table
+from meltwater.stream.engine.changes import held_changes
+from meltwater.stream.engine.changes.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.stream.engine.changes.held_changes import read_parts
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.change_stream import ChangeStream
 

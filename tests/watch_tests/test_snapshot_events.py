@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from meltwater.planner.metadata import TableMetadata
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.metadata import TableMetadata
+from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after
 
 

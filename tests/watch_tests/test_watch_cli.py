@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from meltwater.planner.table_loading import load_table
+from meltwater.planner.table.table_loading import load_table
 from watch_tests.replay import Replay
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")

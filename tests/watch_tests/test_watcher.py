@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from meltwater.planner.errors import NoSuchTableError
-from meltwater.planner.fileio import PyArrowFileIO
+from meltwater.planner.table.fileio import PyArrowFileIO
 from meltwater.stream.errors import WatcherError
 from meltwater.stream.watch.watcher import SnapshotWatcher
 from watch_tests.replay import Replay

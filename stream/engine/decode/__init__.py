@@ -1,0 +1,11 @@
+"""Decoding files into Arrow: formats, field-id projection, Arrow types, filters, reads.
+
+The bottom room of the engine: it imports only the planner and `meltwater.stream.errors`.
+
+- `formats`: Parquet, ORC and Avro files read batch by batch (`FileSource`, `open_source`);
+- `projection`: a file's columns matched to a read schema by field id;
+- `arrow_schema`: Iceberg types as Arrow types, internal values as Arrow scalars;
+- `arrow_filter`: bound row filters as `pyarrow.compute` expressions (residuals);
+- `arrow_constants`: columns of one repeated value, built without visiting rows;
+- `remote_reads`: many small reads at a time where files wait on the network.
+"""
