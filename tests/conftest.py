@@ -9,7 +9,11 @@ chosen with -m: `make test-fast` runs what needs none of them.
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import itertools
+import tempfile
+from pathlib import Path
 
 import pytest
 import setup_steps
@@ -51,6 +55,15 @@ pytest_plugins = ["object_store_fixtures"]
 def pytest_configure(config):
     """`announce` (the fixtures' lines about long set-up steps) writes to this run's terminal."""
     setup_steps.use(config)
+
+
+def pytest_unconfigure(config):
+    """Leave nothing in the system temp directory: pytest keeps the temp directories of
+    failed tests only (`tmp_path_retention_policy`, pyproject.toml), so after a run that
+    failed nothing, its per-user root is empty and is removed too. Under pytest-xdist each
+    worker tries first and the controller, last to finish, succeeds."""
+    with contextlib.suppress(OSError, KeyError):
+        (Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}").rmdir()
 
 
 def pytest_collection_modifyitems(items):

@@ -35,14 +35,13 @@ operations = st.lists(st.one_of(
 ), min_size=1, max_size=6)
 
 
-def _new_table():
+def _new_table(warehouse: str):
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
-    warehouse = tempfile.mkdtemp(prefix="meltwater-hypothesis-")
     catalog = SqlCatalog("h", uri="sqlite:///:memory:", warehouse=f"file://{warehouse}")
     catalog.create_namespace("db")
     schema = Schema(NestedField(1, "id", LongType(), required=False),
@@ -77,7 +76,13 @@ def _replay(before: Counter, changes: pa.Table) -> Counter:
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(operations)
 def test_random_histories_replay_exactly(ops):
-    table = _new_table()
+    # Each example writes a table of its own, removed when the example ends, passed or not
+    # (hypothesis runs many examples in one call, so pytest's tmp_path would be shared).
+    with tempfile.TemporaryDirectory(prefix="meltwater-hypothesis-") as warehouse:
+        _check_history(_new_table(warehouse), ops)
+
+
+def _check_history(table, ops):
     truths: list[tuple[int | None, Counter]] = [(None, Counter())]
     for op in ops:
         if op[0] == "append":
