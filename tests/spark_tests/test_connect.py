@@ -91,3 +91,6 @@ def test_a_connect_server_without_meltwater_is_refused_in_one_line(corpus, tmp_p
         "(ModuleNotFoundError: No module named 'meltwater'): install meltwater there, the "
         "same version as this client's, or point the server's spark.pyspark.python at a "
         "Python that has it"), lines[-1]
+    # The server's JVM wrote to its log, not around meltwater's line (connect_client.py).
+    assert (tmp_path / "server.log").stat().st_size > 0
+    assert not [line for line in lines if " WARN " in line or line.lstrip().startswith("at ")]
