@@ -121,31 +121,20 @@ def test_plan_command_reports_pruning(corpus):
 
 
 
-class _ReadsEveryManifest(IncrementalPlanner):
-    """The change planner without pruning by what deletes reach: manifests read whole."""
-
-    # The pruning arguments are taken and dropped: that is the point of this planner.
-    def _data(self, manifests, *, partition_filter=None, file_paths=None,  # noqa: ARG002
-              **choices):
-        return super()._data(manifests, **choices)
-
-    def _deletes(self, manifests, *, partition_filter=None, **choices):  # noqa: ARG002
-        return super()._deletes(manifests, **choices)
-
-
 def test_change_planning_reads_each_manifest_once(corpus):
     """Planning a history carries the table's state from commit to commit: each manifest
     is read once however many commits list it (where planning each commit alone read every
     manifest its deletes might reach, commit after commit), and every commit's tasks are
-    those planned with every manifest read whole."""
+    those planned for it alone, from the state its own manifest list gives."""
     for name in ("equality_deletes", "position_deletes_with_rows", "v3_deletion_vectors"):
         table = load_table(corpus.scenarios[name].location)
         metadata = table.metadata
         history = metadata.ancestors(metadata.current_snapshot_id)[::-1]
         stats = PlanStats()
-        pruning, reading_all = IncrementalPlanner(table, stats=stats), _ReadsEveryManifest(table)
-        assert [pruning.plan_commit(s, i).tasks for i, s in enumerate(history)] == [
-            reading_all.plan_commit(s, i).tasks for i, s in enumerate(history)], name
+        carried = IncrementalPlanner(table, stats=stats)
+        assert [carried.plan_commit(s, i).tasks for i, s in enumerate(history)] == [
+            IncrementalPlanner(table).plan_commit(s, i).tasks
+            for i, s in enumerate(history)], name
         reader = ManifestReader(metadata, table.io)
         listed = {m.manifest_path for s in history for m in reader.manifest_list(s)}
         assert 0 < stats.manifests_read <= len(listed), name

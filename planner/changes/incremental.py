@@ -33,7 +33,7 @@ from meltwater.planner.changes.table_state import CommitDelta, TableState
 from meltwater.planner.expressions.filter_evaluators import FilterEvaluators
 from meltwater.planner.expressions.tree import TRUE, AlwaysTrue, Expression
 from meltwater.planner.scans.delete_index import referenced_data_file
-from meltwater.planner.scans.manifest_group import PlanStats, listed_manifests
+from meltwater.planner.scans.plan_stats import PlanStats, listed_manifests
 from meltwater.planner.scans.tasks import DataFileRef, EqualityDeleteSet
 from meltwater.planner.spec.files import DataFile, EntryStatus, ManifestContent, ManifestFile
 from meltwater.planner.table.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
@@ -206,7 +206,9 @@ class IncrementalPlanner:
                 if ref.file.file_path not in added_here and self._matches(ref):
                     reached[ref.file.file_path] = ref
         tasks = []
-        for ref in reached.values():
+        # in path order, not the state's: a restarted stream replans a commit from a state
+        # read afresh, and its parts (commit_units) are cut by task index
+        for ref in sorted(reached.values(), key=lambda ref: ref.file.file_path):
             was = before.positional_for(ref)
             now = after.positional_for(ref)
             was_keys = {r.key for r in was}
