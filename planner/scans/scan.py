@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from meltwater.planner.expressions.tree import TRUE, Expression, bind, referenced_field_ids
-from meltwater.planner.scans.manifest_group import ManifestGroup, PlanStats, listed_manifests
+from meltwater.planner.scans.manifest_group import ManifestGroup
+from meltwater.planner.scans.plan_stats import PlanStats, listed_manifests
 from meltwater.planner.scans.splitting import SplitOptions, plan_task_groups
 from meltwater.planner.scans.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.spec.types import Schema

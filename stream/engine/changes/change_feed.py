@@ -27,7 +27,7 @@ from meltwater.planner.changes.change_range import (
 )
 from meltwater.planner.changes.incremental import IncrementalPlanner
 from meltwater.planner.expressions.tree import TRUE, Expression, bind
-from meltwater.planner.scans.manifest_group import PlanStats
+from meltwater.planner.scans.plan_stats import PlanStats
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.fileio import FileIO
 from meltwater.planner.table.table_loading import Table, load_table

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from meltwater.planner.expressions.tree import TRUE, Expression
-from meltwater.planner.scans.manifest_group import PlanStats
+from meltwater.planner.scans.plan_stats import PlanStats
 from meltwater.planner.scans.scan import TableScan
 from meltwater.planner.scans.tasks import FileScanTask, ScanTaskGroup
 from meltwater.planner.spec.types import Schema
