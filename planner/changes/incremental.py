@@ -35,7 +35,7 @@ from meltwater.planner.expressions.tree import TRUE, AlwaysTrue, Expression
 from meltwater.planner.scans.delete_index import referenced_data_file
 from meltwater.planner.scans.plan_stats import PlanStats, listed_manifests
 from meltwater.planner.scans.tasks import DataFileRef, EqualityDeleteSet
-from meltwater.planner.spec.files import DataFile, EntryStatus, ManifestContent, ManifestFile
+from meltwater.planner.spec.files import EntryStatus, ManifestContent, ManifestFile
 from meltwater.planner.table.manifests import MANIFEST_CACHE, ManifestCache, ManifestReader
 from meltwater.planner.table.metadata import Snapshot
 from meltwater.planner.table.table_loading import Table
@@ -176,7 +176,7 @@ class IncrementalPlanner:
         if before.equality_set is None and after.equality_set is None:
             return None
         global_keys = frozenset(ref.key for ref in added + removed
-                                if _is_global(after, ref.file))
+                                if after.is_global(ref.file))
         return EqualityChange(before.equality_set, after.equality_set, added, removed,
                               global_keys)
 
@@ -360,11 +360,6 @@ class IncrementalPlanner:
         """The changes of each commit in the range, planned lazily, oldest first."""
         for ordinal, snapshot in enumerate(change_range.commits):
             yield self.plan_commit(snapshot, ordinal, appends_only=appends_only)
-
-
-def _is_global(state: TableState, delete: DataFile) -> bool:
-    spec = state.specs.get(delete.spec_id)
-    return spec is None or spec.is_unpartitioned
 
 
 def _applying(state: TableState, ref: DataFileRef) -> EqualityDeleteSet | None:

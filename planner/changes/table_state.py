@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from meltwater.planner.scans.delete_index import DeleteFileIndex
+from meltwater.planner.scans.delete_index import DeleteFileIndex, is_global_equality_delete
 from meltwater.planner.scans.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.spec.files import DataFile, EntryStatus, FileContent, ManifestEntry
 from meltwater.planner.spec.partitioning import PartitionSpec
@@ -190,19 +190,20 @@ class TableState:
         """The live equality delete files, as the set tasks share (None: none)."""
         if not self._equality_built:
             refs = sorted(self.equality.values(), key=lambda r: (r.sequence_number, r.key))
-            global_refs = tuple(r for r in refs if self._is_global(r.file))
-            scoped = tuple(r for r in refs if not self._is_global(r.file))
+            global_refs = tuple(r for r in refs if self.is_global(r.file))
+            scoped = tuple(r for r in refs if not self.is_global(r.file))
             self._equality_set = (EqualityDeleteSet(global_refs, scoped) if refs else None)
             self._equality_built = True
         return self._equality_set
 
-    def _is_global(self, delete: DataFile) -> bool:
-        spec = self.specs.get(delete.spec_id)
-        return spec is None or spec.is_unpartitioned
+    def is_global(self, delete: DataFile) -> bool:
+        """Whether an equality delete file reaches every partition (see
+        `is_global_equality_delete`)."""
+        return is_global_equality_delete(delete, self.specs)
 
     def reached_by(self, delete: DeleteFileRef) -> list[DataFileRef]:
         """The live data files an equality delete may apply to: older ones of its scope."""
-        if self._is_global(delete.file):
+        if self.is_global(delete.file):
             members: Iterable[DataFileRef] = self.data.values()
         else:
             members = self.by_partition.get(delete.file.partition_key, {}).values()

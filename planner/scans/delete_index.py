@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,14 @@ def referenced_data_file(delete: DataFile) -> str | None:
     return None
 
 
+def is_global_equality_delete(delete: DataFile, specs: Mapping[int, PartitionSpec]) -> bool:
+    """Whether an equality delete file applies to data files of every partition: the spec
+    scopes one to its partition unless its partition spec is unpartitioned ("global"); a
+    spec id the table does not list is read as Iceberg Java reads it, as unpartitioned."""
+    spec = specs.get(delete.spec_id)
+    return spec is None or spec.is_unpartitioned
+
+
 class DeleteFileIndex:
     """Answers `for_data_file(seq, file)`: the delete files to apply when reading it."""
 
@@ -95,11 +103,10 @@ class DeleteFileIndex:
         """Index one live delete file under its partition, referenced data file or as global."""
         delete = ref.file
         self.size += 1
-        spec = self._specs.get(delete.spec_id)
         partition_key = delete.partition_key
         if delete.content == FileContent.EQUALITY_DELETES:
             self._equality = None
-            if spec is None or spec.is_unpartitioned:
+            if is_global_equality_delete(delete, self._specs):
                 self._global_eq.add(ref)
             else:
                 self._eq_by_partition[partition_key].add(ref)
