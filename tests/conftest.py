@@ -57,7 +57,7 @@ def pytest_configure(config):
     setup_steps.use(config)
 
 
-def pytest_unconfigure(config):
+def pytest_unconfigure():
     """Leave nothing in the system temp directory: pytest keeps the temp directories of
     failed tests only (`tmp_path_retention_policy`, pyproject.toml), so after a run that
     failed nothing, its per-user root is empty and is removed too. Under pytest-xdist each

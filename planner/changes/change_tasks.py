@@ -166,7 +166,7 @@ class EqualityDeletedRowsTask:
         if not self.positional:
             return ()
         if not self._index:  # built once, on first use
-            self._index.append(DeleteFileIndex({}, {}, self.positional))
+            self._index.append(DeleteFileIndex({}, self.positional))
         return self._index[0].positional_for(ref.sequence_number, ref.file)
 
     @property

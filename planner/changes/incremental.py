@@ -77,7 +77,6 @@ class IncrementalPlanner:
         self.reader = ManifestReader(self.metadata, table.io, self.reader.cache)
         if self._state is not None:
             self._state.specs = self.metadata.specs
-            self._state.field_types = self.metadata.field_types
 
     # -- the state ----------------------------------------------------------------------
 
@@ -98,8 +97,7 @@ class IncrementalPlanner:
         sid = snapshot.snapshot_id
         self.stats.add(manifests_read=sum(m.added_snapshot_id != sid for m in manifests))
         self._row_ids = {m.manifest_path: m.first_row_id for m in manifests}
-        after = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
-                              self.metadata.field_types)
+        after = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs)
         return after.reverted(snapshot.parent_id, delta)
 
     def _refresh_row_ids(self, state: TableState, manifests: list[ManifestFile]) -> None:
@@ -315,8 +313,7 @@ class IncrementalPlanner:
         sid = snapshot.snapshot_id
         self.stats.add(manifests_read=sum(m.added_snapshot_id != sid for m in manifests))
         self._row_ids = {m.manifest_path: m.first_row_id for m in manifests}
-        self._state = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs,
-                                    self.metadata.field_types)
+        self._state = TableState.of(snapshot.snapshot_id, entries, self.metadata.specs)
         return self._state
 
     def _removers(self, commits: Sequence[Snapshot], spanned: Sequence[ChangeCommit],

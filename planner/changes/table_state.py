@@ -24,7 +24,6 @@ from meltwater.planner.scans.delete_index import DeleteFileIndex, is_global_equa
 from meltwater.planner.scans.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.spec.files import DataFile, EntryStatus, FileContent, ManifestEntry
 from meltwater.planner.spec.partitioning import PartitionSpec
-from meltwater.planner.spec.types import IcebergType
 
 PartitionKey = Any  # DataFile.partition_key
 
@@ -83,7 +82,6 @@ class TableState:
 
     snapshot_id: int | None
     specs: dict[int, PartitionSpec]
-    field_types: dict[int, IcebergType]
     data: dict[str, DataFileRef] = field(default_factory=dict)  # by path
     by_partition: dict[PartitionKey, dict[str, DataFileRef]] = field(default_factory=dict)
     positional: dict[tuple[str, int | None], DeleteFileRef] = field(default_factory=dict)
@@ -95,10 +93,9 @@ class TableState:
 
     @classmethod
     def of(cls, snapshot_id: int | None, entries: Iterable[ManifestEntry],
-           specs: dict[int, PartitionSpec], field_types: dict[int, IcebergType]
-           ) -> TableState:
+           specs: dict[int, PartitionSpec]) -> TableState:
         """The state of a snapshot from its manifests' live entries."""
-        state = cls(snapshot_id, specs, field_types)
+        state = cls(snapshot_id, specs)
         for entry in entries:
             if entry.status == EntryStatus.DELETED:
                 continue
@@ -140,7 +137,7 @@ class TableState:
     def advanced(self, snapshot_id: int, delta: CommitDelta) -> TableState:
         """The state after a commit with this delta: a new state, this one unchanged."""
         touched = {r.file.partition_key for r in delta.added_data + delta.removed_data}
-        state = TableState(snapshot_id, self.specs, self.field_types, dict(self.data),
+        state = TableState(snapshot_id, self.specs, dict(self.data),
                            {key: (dict(members) if key in touched else members)
                             for key, members in self.by_partition.items()},
                            dict(self.positional) if delta.positional_changed
@@ -175,8 +172,7 @@ class TableState:
     def positional_index(self) -> DeleteFileIndex:
         """The live position deletes and DVs, indexed for `positional_for`."""
         if self._index is None:
-            self._index = DeleteFileIndex(self.specs, self.field_types,
-                                          self.positional.values())
+            self._index = DeleteFileIndex(self.specs, self.positional.values())
         return self._index
 
     def positional_for(self, ref: DataFileRef) -> tuple[DeleteFileRef, ...]:

@@ -1,6 +1,6 @@
 """Evaluators: decide from metadata alone which manifests and files a filter can skip.
 
-Four questions, four evaluators, all compiled once into closures because the planner asks
+Three questions, three evaluators, all compiled once into closures because the planner asks
 them for every manifest and every manifest entry:
 
 - `ManifestEvaluator`: may this manifest hold matching files? Uses the manifest list's
@@ -11,8 +11,6 @@ them for every manifest and every manifest entry:
   name. Delete files carry metrics of the rows they delete, so the same answer lets a scan
   skip them: for `id = 9`, a delete file whose `id` bounds are 1..4 deletes nothing the
   scan returns.
-- `RowEvaluator` / `evaluate`: does one row (values by field id) satisfy a filter? Exact;
-  used for residuals and tests.
 
 Value semantics (shared by the exact evaluators): a comparison with null is false except
 `!=`, `not in` and `not starts_with`, which are true for null (so `not (x = 5)` and
@@ -25,7 +23,7 @@ partition spec, and caches them per spec for one scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from meltwater.planner.errors import FilterError
@@ -127,28 +125,6 @@ def compile_expression(expr: Expression,
 
 
 # -- rows and partitions: exact ----------------------------------------------------------------
-
-
-class RowEvaluator:
-    """Evaluates a bound expression on rows given as {field_id: internal value}."""
-
-    def __init__(self, expr: Expression) -> None:
-        self.expr = expr
-        self._eval = compile_expression(expr, self._leaf)
-
-    @staticmethod
-    def _leaf(pred: BoundPredicate) -> Callable[[Mapping[int, Any]], bool]:
-        test, field_id = predicate_test(pred), pred.field_id
-        return lambda row: test(row.get(field_id))
-
-    def eval(self, row: Mapping[int, Any]) -> bool:
-        """Whether a row (field id -> internal value) matches the expression."""
-        return self._eval(row)
-
-
-def evaluate(expr: Expression, row: Mapping[int, Any]) -> bool:
-    """Whether one row ({field_id: internal value}; absent ids are null) satisfies `expr`."""
-    return RowEvaluator(expr).eval(row)
 
 
 class PartitionEvaluator:

@@ -335,12 +335,6 @@ def inclusive_projection(spec: PartitionSpec, schema: Schema,
     return Projection(spec, schema, strict=False, case_sensitive=case_sensitive)
 
 
-def strict_projection(spec: PartitionSpec, schema: Schema,
-                      case_sensitive: bool = True) -> Projection:
-    """Projection such that every row of a matching partition matches (for residuals)."""
-    return Projection(spec, schema, strict=True, case_sensitive=case_sensitive)
-
-
 # -- residuals ---------------------------------------------------------------------------------
 
 

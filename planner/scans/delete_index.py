@@ -32,13 +32,10 @@ from meltwater.planner.scans.tasks import DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.spec.files import DataFile, FileContent
 from meltwater.planner.spec.partitioning import PartitionSpec
 from meltwater.planner.spec.reserved_field_ids import DELETE_FILE_PATH_ID
-from meltwater.planner.spec.types import IcebergType, PrimitiveType
 
 # Types whose Python ordering of internal values equals Iceberg's comparator, so bounds can
 # prove that a delete file's keys and a data file's values never meet. Floats (NaN) and
 # uuids (signedness) are left out: for them pruning is skipped, never guessed.
-_RANGE_COMPARABLE = {"boolean", "int", "long", "date", "time", "timestamp", "timestamptz",
-                     "timestamp_ns", "timestamptz_ns", "string", "decimal", "binary", "fixed"}
 
 
 @dataclass
@@ -81,12 +78,13 @@ def is_global_equality_delete(delete: DataFile, specs: Mapping[int, PartitionSpe
 
 
 class DeleteFileIndex:
-    """Answers `for_data_file(seq, file)`: the delete files to apply when reading it."""
+    """The live delete files of a snapshot, indexed for matching to data files: position
+    deletes and DVs per data file (`positional_for`), equality deletes as the one set every
+    task shares (`equality_set`, which applies them by sequence number and scope)."""
 
-    def __init__(self, specs: dict[int, PartitionSpec], field_types: dict[int, IcebergType],
+    def __init__(self, specs: dict[int, PartitionSpec],
                  deletes: Iterable[DeleteFileRef] = ()) -> None:
         self._specs = specs
-        self._types = field_types
         self._global_eq = _BySequence()
         self._eq_by_partition: dict[tuple[int, tuple[Any, ...]], _BySequence] = defaultdict(
             _BySequence)
@@ -126,24 +124,6 @@ class DeleteFileIndex:
         else:
             self._pos_by_partition[partition_key].add(ref)
 
-    def is_empty(self) -> bool:
-        """Whether no delete file was added: then no data file has deletes to apply."""
-        return self.size == 0
-
-    def for_data_file(self, data_seq: int, data_file: DataFile) -> tuple[DeleteFileRef, ...]:
-        """The delete files that apply to a data file of sequence number `data_seq`, by the
-        spec's rules (see the module doc), equality deletes pruned by column bounds.
-
-        Scans and change reads do not list equality deletes per file (`positional_for`
-        and `equality_set`); this complete list is for reports and checks."""
-        equality = [ref for ref in self._global_eq.after(data_seq)
-                    if self._may_share_keys(data_file, ref.file)]
-        by_partition = self._eq_by_partition.get(data_file.partition_key)
-        if by_partition is not None:
-            equality.extend(ref for ref in by_partition.after(data_seq)
-                            if self._may_share_keys(data_file, ref.file))
-        return self.positional_for(data_seq, data_file) + tuple(equality)
-
     def positional_for(self, data_seq: int, data_file: DataFile) -> tuple[DeleteFileRef, ...]:
         """The position delete files and deletion vectors that apply to a data file of
         sequence number `data_seq`."""
@@ -171,40 +151,6 @@ class DeleteFileIndex:
     def _pos_by_partition_for(self, data_file: DataFile, data_seq: int) -> list[DeleteFileRef]:
         group = self._pos_by_partition.get(data_file.partition_key)
         return group.at_least(data_seq) if group is not None else []
-
-    def _may_share_keys(self, data: DataFile, delete: DataFile) -> bool:
-        """False only when column metrics prove no delete key can equal any data row."""
-        for field_id in delete.equality_ids or ():
-            type_ = self._types.get(field_id)
-            if not isinstance(type_, PrimitiveType) or type_.kind not in _RANGE_COMPARABLE:
-                continue
-            data_nulls = _has_nulls(data, field_id)
-            delete_nulls = _has_nulls(delete, field_id)
-            if data_nulls is not False and delete_nulls is not False:
-                continue  # both may hold nulls, and null keys match null values
-            if _only_nulls(data, field_id) and delete_nulls is False:
-                return False
-            if _only_nulls(delete, field_id) and data_nulls is False:
-                return False
-            data_lower, data_upper = data.lower_bounds.get(field_id), data.upper_bounds.get(
-                field_id)
-            del_lower, del_upper = delete.lower_bounds.get(field_id), delete.upper_bounds.get(
-                field_id)
-            if data_lower is None or data_upper is None or del_lower is None \
-                    or del_upper is None:
-                continue
-            try:
-                if data_upper < del_lower or data_lower > del_upper:
-                    return False
-            except TypeError:
-                continue
-        return True
-
-
-def _has_nulls(file: DataFile, field_id: int) -> bool | None:
-    count = file.null_value_counts.get(field_id)
-    return None if count is None else count > 0
-
 
 def _only_nulls(file: DataFile, field_id: int) -> bool:
     nulls = file.null_value_counts.get(field_id)

@@ -166,7 +166,7 @@ class ManifestGroup:
 
     def delete_index(self) -> DeleteFileIndex:
         """The index of the snapshot's live delete files."""
-        index = DeleteFileIndex(self.metadata.specs, self.metadata.field_types)
+        index = DeleteFileIndex(self.metadata.specs)
         for _, entry in self.entries(deletes=True):
             index.add(DeleteFileRef(entry.file, entry.sequence_number))
         return index

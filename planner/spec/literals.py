@@ -1,4 +1,4 @@
-"""Literal conversion: user values in, internal representation out, and back for display.
+"""Literal conversion: user values in, internal representation out.
 
 Filters arrive with plain Python values (`5`, `"2024-01-01"`, `Decimal("1.50")`, a
 `datetime`), while everything the planner compares them with (partition values, column
@@ -15,8 +15,6 @@ Example::
 
     >>> to_internal("2017-11-16T14:31:08-08:00", TIMESTAMPTZ)
     1510871468000000
-    >>> to_python(1510871468000000, TIMESTAMPTZ)
-    datetime.datetime(2017, 11, 16, 22, 31, 8, tzinfo=datetime.timezone.utc)
 """
 
 from __future__ import annotations
@@ -63,51 +61,6 @@ def to_internal(value: Any, type_: PrimitiveType) -> Any:
     if converter is None:
         raise TypeError(f"literals of type {type_} are not supported")
     return converter(value, type_)
-
-
-def to_python(value: Any, type_: PrimitiveType) -> Any:
-    """Turn an internal value into the natural Python object for display and Arrow.
-
-    date -> `datetime.date`, time -> `datetime.time`, timestamp -> naive `datetime`,
-    timestamptz -> `datetime` in UTC. Nanosecond timestamps become `datetime` floored to the
-    microsecond, the finest `datetime` can hold (use the internal int for full precision, or
-    `to_string` for display). Everything else is already natural and returned as is.
-    """
-    if value is None:
-        return None
-    kind = type_.kind
-    if kind == "date":
-        return EPOCH_DATE + dt.timedelta(days=value)
-    if kind == "time":
-        return (EPOCH + dt.timedelta(microseconds=value)).time()
-    if kind in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
-        micros = value // NANOS_PER_MICRO if kind.endswith("_ns") else value
-        base = EPOCH_UTC if kind.startswith("timestamptz") else EPOCH
-        return base + dt.timedelta(microseconds=micros)
-    return value
-
-
-def to_string(value: Any, type_: PrimitiveType) -> str:
-    """A readable, exact rendering (ISO dates and times, nanoseconds kept, hex for bytes)."""
-    if value is None:
-        return "null"
-    kind = type_.kind
-    if kind in ("date", "time"):
-        moment: dt.date | dt.time = to_python(value, type_)
-        return moment.isoformat()
-    if kind in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
-        nanos = value if kind.endswith("_ns") else value * NANOS_PER_MICRO
-        seconds, frac = divmod(nanos, 1_000_000_000)
-        text = (EPOCH + dt.timedelta(seconds=seconds)).isoformat()
-        if frac:
-            digits = 9 if kind.endswith("_ns") else 6
-            scale = 10 ** (9 - digits)
-            text += "." + str(frac // scale).rjust(digits, "0")
-        return text + ("+00:00" if kind.startswith("timestamptz") else "")
-    if kind in ("fixed", "binary"):
-        data: bytes = value
-        return data.hex()
-    return str(value)
 
 
 # -- numbers -----------------------------------------------------------------------------------

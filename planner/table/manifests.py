@@ -19,7 +19,7 @@ import datetime as dt
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -432,8 +432,3 @@ class ManifestReader:
                                          wanted)
         entries = cached if cached is not None else self.entries(manifest)
         return tuple(e for e in entries if e.file.file_path in wanted)
-
-
-def live_entries(entries: Iterable[ManifestEntry]) -> Iterable[ManifestEntry]:
-    """Entries a scan of the manifest's snapshot uses: deleted entries are not used."""
-    return (e for e in entries if e.status != EntryStatus.DELETED)

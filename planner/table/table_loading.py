@@ -176,11 +176,6 @@ class Table:
         for executors to build their own FileIO with."""
         return dict(self.io.properties)
 
-    def refresh(self) -> Table:
-        """The table at its newest metadata (asking its catalog again, for catalog tables)."""
-        return load_table(self.source or TableSource(location=self.location), self.io)
-
-
 @dataclass(frozen=True, repr=False)
 class LocatedTable:
     """Where a table's current metadata is, and the FileIO that reads the table."""

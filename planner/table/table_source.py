@@ -32,21 +32,6 @@ from pathlib import Path
 
 from meltwater.planner.errors import CatalogError
 
-# Properties whose values are never shown (Iceberg's and pyiceberg's names for secrets).
-_SECRET_MARKERS = ("secret", "token", "credential", "password", "key-id", "access-key",
-                   "session", "sas", "private")
-
-
-def is_secret_property(key: str) -> bool:
-    """Whether a catalog or FileIO property holds a secret (to be redacted when shown)."""
-    lowered = key.lower()
-    return any(marker in lowered for marker in _SECRET_MARKERS)
-
-
-def redacted(properties: Mapping[str, str]) -> dict[str, str]:
-    """Properties with every secret's value replaced, for messages and logs."""
-    return {k: ("***" if is_secret_property(k) else v) for k, v in properties.items()}
-
 
 @dataclass(frozen=True)
 class TableIdentifier:
@@ -95,12 +80,6 @@ class TableSource:
     def is_catalog_table(self) -> bool:
         """Whether the table is named in a catalog (else it is a location)."""
         return self.identifier is not None
-
-    def with_io_properties(self, properties: Mapping[str, str]) -> TableSource:
-        """The same table, with `properties` over the FileIO properties given so far."""
-        return TableSource(self.location, self.identifier, self.catalog_properties,
-                           {**self.io_properties, **properties})
-
 
 def _looks_like_location(text: str) -> bool:
     """A URI, a path (identifiers never hold a slash) or a metadata file name."""

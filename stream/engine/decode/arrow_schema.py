@@ -139,8 +139,3 @@ def to_arrow_value(value: Any, type_: PrimitiveType) -> Any:
     if type_.kind == "uuid" and isinstance(value, uuid.UUID):
         return value.bytes
     return value
-
-
-def to_arrow_scalar(value: Any, type_: PrimitiveType) -> pa.Scalar:
-    """An internal value as an Arrow scalar of the column's Arrow type (None gives a null)."""
-    return pa.scalar(to_arrow_value(value, type_), type=to_arrow_type(type_))

@@ -21,10 +21,15 @@ from meltwater.planner.spec.types import (
 )
 from meltwater.stream.engine.decode.arrow_schema import (
     field_id,
-    to_arrow_scalar,
     to_arrow_schema,
     to_arrow_type,
+    to_arrow_value,
 )
+
+
+def _scalar(value, type_: PrimitiveType) -> pa.Scalar:
+    """An internal value as the engine puts it in a column of the type."""
+    return pa.scalar(to_arrow_value(value, type_), type=to_arrow_type(type_))
 
 
 @pytest.mark.parametrize(("iceberg", "arrow"), [
@@ -92,11 +97,11 @@ def test_field_ids_survive_a_parquet_round_trip(tmp_path) -> None:
     (None, "long", None),
 ])
 def test_internal_values_become_scalars_of_the_column_type(value, type_, expected) -> None:
-    scalar = to_arrow_scalar(value, PrimitiveType(type_))
+    scalar = _scalar(value, PrimitiveType(type_))
     assert scalar.type == to_arrow_type(PrimitiveType(type_))
     assert scalar.as_py() == expected
 
 
 def test_nanosecond_timestamps_keep_their_nanoseconds() -> None:
-    scalar = to_arrow_scalar(1_700_000_000_000_000_123, PrimitiveType("timestamp_ns"))
+    scalar = _scalar(1_700_000_000_000_000_123, PrimitiveType("timestamp_ns"))
     assert scalar.value == 1_700_000_000_000_000_123

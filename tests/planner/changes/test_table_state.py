@@ -34,7 +34,7 @@ P2 = _file("p2", FileContent.POSITION_DELETES, referenced_data_file="f2")
 
 def test_commits_carry_the_state_and_leave_the_one_before_as_it_was():
     s1 = TableState.of(1, [_entry(F1, EntryStatus.ADDED, 1, 1),
-                           _entry(F2, EntryStatus.ADDED, 1, 1)], SPECS, {})
+                           _entry(F2, EntryStatus.ADDED, 1, 1)], SPECS)
     s2 = s1.advanced(2, CommitDelta.of([_entry(E, EntryStatus.ADDED, 2, 2)]))
     s3 = s2.advanced(3, CommitDelta.of([_entry(F3, EntryStatus.ADDED, 3, 3),
                                         _entry(F1, EntryStatus.DELETED, 3, 1),
@@ -61,7 +61,7 @@ def test_a_scoped_equality_delete_reaches_its_partition_only():
                    equality_ids=(1,))
     state = TableState.of(2, [_entry(a, EntryStatus.ADDED, 1, 1),
                               _entry(b, EntryStatus.ADDED, 1, 1),
-                              _entry(scoped, EntryStatus.ADDED, 2, 2)], SPECS, {})
+                              _entry(scoped, EntryStatus.ADDED, 2, 2)], SPECS)
     assert [r.file.file_path for r in state.reached_by(state.equality["e", None])] == ["a"]
     assert state.equality_set.scoped_refs[0].file.file_path == "e"
     newer = DataFileRef(_file("n", spec=1, partition=("x",)), 5)

@@ -7,14 +7,13 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_oracle import RowEvaluator, evaluate
 
 from meltwater.planner.errors import FilterError
 from meltwater.planner.expressions.evaluators import (
     InclusiveMetricsEvaluator,
     ManifestEvaluator,
     PartitionEvaluator,
-    RowEvaluator,
-    evaluate,
 )
 from meltwater.planner.expressions.filter_evaluators import FilterEvaluators, manifest_evaluator
 from meltwater.planner.expressions.tree import (

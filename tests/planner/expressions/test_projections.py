@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from row_oracle import evaluate
 
-from meltwater.planner.expressions.evaluators import evaluate
 from meltwater.planner.expressions.projections import (
+    Projection,
     inclusive_projection,
     project_predicate,
     residual_evaluator,
-    strict_projection,
 )
 from meltwater.planner.expressions.tree import (
     FALSE,
@@ -62,8 +62,7 @@ def one_field(type_, transform: str, name: str = "p"):
 
 def project(type_, transform, op, *literals, strict=False):
     schema, spec = one_field(type_, transform)
-    projection = strict_projection if strict else inclusive_projection
-    return projection(spec, schema).project(Predicate(op, "x", literals))
+    return Projection(spec, schema, strict=strict).project(Predicate(op, "x", literals))
 
 
 def part(op, *literals, type_=INT):
@@ -293,7 +292,7 @@ def test_unpartitioned_columns_project_to_true_or_false():
     schema, spec = one_field(LONG, "identity")
     pred = Predicate(Op.EQ, "y", (1,))
     assert inclusive_projection(spec, schema).project(pred) == TRUE
-    assert strict_projection(spec, schema).project(pred) == FALSE
+    assert Projection(spec, schema, strict=True).project(pred) == FALSE
 
 
 def test_several_fields_on_one_source_combine_with_and_or():
@@ -307,7 +306,7 @@ def test_several_fields_on_one_source_combine_with_and_or():
         BoundPredicate(Op.EQ, 1000, DATE, (17501,), "ts_day"),
         BoundPredicate(Op.EQ, 1001, INT, (bucket,), "ts_bucket"))
     ne = Predicate(Op.NOT_EQ, "ts", (x,))
-    assert strict_projection(spec, schema).project(ne) == or_(
+    assert Projection(spec, schema, strict=True).project(ne) == or_(
         BoundPredicate(Op.NOT_EQ, 1000, DATE, (17501,), "ts_day"),
         BoundPredicate(Op.NOT_EQ, 1001, INT, (bucket,), "ts_bucket"))
 
@@ -318,7 +317,7 @@ def test_not_is_pushed_down_before_projecting():
     schema, spec = one_field(INT, "truncate[10]")
     expr = not_(or_(Predicate(Op.LT, "x", (100,)), Predicate(Op.EQ, "y", (1,))))
     assert inclusive_projection(spec, schema).project(expr) == part(Op.GT_EQ, 100)
-    assert strict_projection(spec, schema).project(expr) == FALSE  # y != 1 is not guaranteed
+    assert Projection(spec, schema, strict=True).project(expr) == FALSE  # y != 1 is not guaranteed
 
 
 def test_project_predicate_returns_none_without_a_projection():
@@ -397,7 +396,7 @@ def _check(type_, transform, op, literals, row_value, legacy=False):
     partition = {PART_ID: _partition_value(transform, type_, row_value, legacy)}
     row_matches = evaluate(bound, {1: row_value})
     inclusive = inclusive_projection(spec, schema).project(bound)
-    strict = strict_projection(spec, schema).project(bound)
+    strict = Projection(spec, schema, strict=True).project(bound)
     if row_matches:
         assert evaluate(inclusive, partition), (bound, inclusive, row_value)
     if evaluate(strict, partition):

@@ -36,37 +36,45 @@ def paths(refs) -> list[str]:
     return sorted(r.file.file_path for r in refs)
 
 
+def applying(idx: DeleteFileIndex, data_seq: int, data_file: DataFile):
+    """The delete files a scan task of the data file applies: its position deletes and DVs,
+    and those of the equality deletes every task shares that reach it."""
+    equality = idx.equality_set()
+    shared = equality.applying_to(data_seq, data_file) if equality is not None else ()
+    return idx.positional_for(data_seq, data_file) + shared
+
+
 def index(*refs: tuple[DataFile, int]) -> DeleteFileIndex:
-    return DeleteFileIndex(SPECS, TYPES, (DeleteFileRef(f, s) for f, s in refs))
+    return DeleteFileIndex(SPECS, (DeleteFileRef(f, s) for f, s in refs))
 
 
 def test_position_deletes_apply_to_older_and_same_commit_data_in_their_partition():
     idx = index((pos("p5"), 5), (pos("p5b", part="b"), 5))
-    assert paths(idx.for_data_file(4, data("d"))) == ["p5"]
-    assert paths(idx.for_data_file(5, data("d"))) == ["p5"], "same commit applies"
-    assert paths(idx.for_data_file(6, data("d"))) == []
-    assert paths(idx.for_data_file(4, data("d", part="b"))) == ["p5b"]
+    assert paths(applying(idx, 4, data("d"))) == ["p5"]
+    assert paths(applying(idx, 5, data("d"))) == ["p5"], "same commit applies"
+    assert paths(applying(idx, 6, data("d"))) == []
+    assert paths(applying(idx, 4, data("d", part="b"))) == ["p5b"]
 
 
 def test_equality_deletes_apply_only_to_strictly_older_data():
     idx = index((eq("e5"), 5))
-    assert paths(idx.for_data_file(4, data("d"))) == ["e5"]
-    assert paths(idx.for_data_file(5, data("d"))) == [], "never to its own commit's data"
-    assert paths(idx.for_data_file(4, data("d", part="b"))) == []
+    assert paths(applying(idx, 4, data("d"))) == ["e5"]
+    assert paths(applying(idx, 5, data("d"))) == [], "never to its own commit's data"
+    assert paths(applying(idx, 4, data("d", part="b"))) == []
 
 
 def test_unpartitioned_equality_deletes_are_global():
     idx = index((eq("g", part=None), 7))
-    assert paths(idx.for_data_file(3, data("d", part="z"))) == ["g"]
-    assert paths(idx.for_data_file(3, data("d0", spec=0))) == ["g"]
-    assert paths(idx.for_data_file(7, data("d", part="z"))) == []
+    assert paths(applying(idx, 3, data("d", part="z"))) == ["g"]
+    assert paths(applying(idx, 3, data("d0", spec=0))) == ["g"]
+    assert paths(applying(idx, 7, data("d", part="z"))) == []
 
 
 def test_partition_spec_must_match_not_only_the_values():
     other_spec = PartitionSpec(2, (PartitionField(2, 1001, "identity", "part2"),))
-    idx = DeleteFileIndex({**SPECS, 2: other_spec}, TYPES, [DeleteFileRef(pos("p"), 5)])
+    idx = DeleteFileIndex({**SPECS, 2: other_spec}, [DeleteFileRef(pos("p"), 5)])
     same_values_other_spec = DataFile(FileContent.DATA, "d", "PARQUET", 2, ("a",), 1, 1)
-    assert idx.for_data_file(1, same_values_other_spec) == ()
+    assert applying(idx, 1, same_values_other_spec) == ()
 
 
 def test_file_scoped_position_deletes_apply_to_their_file_only():
@@ -74,18 +82,18 @@ def test_file_scoped_position_deletes_apply_to_their_file_only():
                  upper_bounds={DELETE_FILE_PATH_ID: "d1"})
     referenced = pos("r", referenced_data_file="d2")
     idx = index((scoped, 5), (referenced, 5))
-    assert paths(idx.for_data_file(1, data("d1"))) == ["p"]
-    assert paths(idx.for_data_file(1, data("d2"))) == ["r"]
-    assert paths(idx.for_data_file(1, data("d3"))) == []
+    assert paths(applying(idx, 1, data("d1"))) == ["p"]
+    assert paths(applying(idx, 1, data("d2"))) == ["r"]
+    assert paths(applying(idx, 1, data("d3"))) == []
 
 
 def test_partition_scoped_position_deletes_are_pruned_by_path_bounds():
     ranged = pos("p", lower_bounds={DELETE_FILE_PATH_ID: "d2"},
                  upper_bounds={DELETE_FILE_PATH_ID: "d5"})
     idx = index((ranged, 5))
-    assert paths(idx.for_data_file(1, data("d3"))) == ["p"]
-    assert paths(idx.for_data_file(1, data("d1"))) == []
-    assert paths(idx.for_data_file(1, data("d9"))) == []
+    assert paths(applying(idx, 1, data("d3"))) == ["p"]
+    assert paths(applying(idx, 1, data("d1"))) == []
+    assert paths(applying(idx, 1, data("d9"))) == []
 
 
 def test_deletion_vectors_supersede_position_delete_files():
@@ -94,24 +102,8 @@ def test_deletion_vectors_supersede_position_delete_files():
     dv_new = DataFile(FileContent.POSITION_DELETES, "new.puffin", "PUFFIN", 1, ("a",), 2, 10,
                       referenced_data_file="d", content_offset=4, content_size_in_bytes=40)
     idx = index((pos("p3"), 3), (dv_old, 4), (dv_new, 6), (eq("e7"), 7))
-    assert paths(idx.for_data_file(1, data("d"))) == ["e7", "new.puffin"]
-    assert paths(idx.for_data_file(1, data("other"))) == ["e7", "p3"]
-
-
-def test_equality_deletes_are_pruned_by_key_ranges_with_null_safety():
-    keys_1_to_4 = eq("e", lower_bounds={1: 1}, upper_bounds={1: 4}, null_value_counts={1: 0},
-                     value_counts={1: 4})
-    null_key = eq("n", lower_bounds={}, upper_bounds={}, null_value_counts={1: 1},
-                  value_counts={1: 1})
-    idx = index((keys_1_to_4, 5), (null_key, 5))
-    ids_9_to_20 = data("d", lower_bounds={1: 9}, upper_bounds={1: 20},
-                       null_value_counts={1: 0}, value_counts={1: 10})
-    assert paths(idx.for_data_file(1, ids_9_to_20)) == [], "ranges and nulls prove no match"
-    ids_3_to_20_with_nulls = data("d", lower_bounds={1: 3}, upper_bounds={1: 20},
-                                  null_value_counts={1: 2}, value_counts={1: 10})
-    assert paths(idx.for_data_file(1, ids_3_to_20_with_nulls)) == ["e", "n"]
-    no_metrics = data("d")
-    assert paths(idx.for_data_file(1, no_metrics)) == ["e", "n"]
+    assert paths(applying(idx, 1, data("d"))) == ["e7", "new.puffin"]
+    assert paths(applying(idx, 1, data("other"))) == ["e7", "p3"]
 
 
 def test_a_nan_partition_finds_its_deletes():
@@ -125,9 +117,8 @@ def test_a_nan_partition_finds_its_deletes():
         return DataFile(content, path, "PARQUET", 2, (float("nan"),), 1, 10,
                         equality_ids=(3,) if content == FileContent.EQUALITY_DELETES else None)
 
-    from meltwater.planner.spec.types import DOUBLE
 
-    idx = DeleteFileIndex(specs, {3: DOUBLE},
+    idx = DeleteFileIndex(specs,
                           [DeleteFileRef(file(FileContent.POSITION_DELETES, "p"), 5),
                            DeleteFileRef(file(FileContent.EQUALITY_DELETES, "e"), 5)])
-    assert paths(idx.for_data_file(4, file(FileContent.DATA, "d"))) == ["e", "p"]
+    assert paths(applying(idx, 4, file(FileContent.DATA, "d"))) == ["e", "p"]

@@ -9,10 +9,11 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from literal_oracle import to_python, to_string
 
 from meltwater.planner.errors import FilterError
 from meltwater.planner.expressions.tree import Op, Predicate, bind
-from meltwater.planner.spec.literals import to_internal, to_python, to_string
+from meltwater.planner.spec.literals import to_internal
 from meltwater.planner.spec.types import (
     BINARY,
     DATE,

@@ -9,13 +9,14 @@ import pytest
 
 from meltwater.planner.errors import CorruptMetadataError
 from meltwater.planner.spec.files import EntryStatus, FileContent, ManifestContent
-from meltwater.planner.table.manifests import ManifestCache, ManifestReader, live_entries
+from meltwater.planner.table.manifests import ManifestCache, ManifestReader
 from meltwater.planner.table.table_loading import load_table
 
 
 def _live(reader, snapshot):
     for manifest in reader.manifest_list(snapshot):
-        yield from ((manifest, e) for e in live_entries(reader.entries(manifest)))
+        yield from ((manifest, e) for e in reader.entries(manifest)
+                    if e.status != EntryStatus.DELETED)
 
 
 def test_live_entries_add_up_to_each_snapshots_summary(corpus):
