@@ -152,12 +152,6 @@ class DeleteFileIndex:
         group = self._pos_by_partition.get(data_file.partition_key)
         return group.at_least(data_seq) if group is not None else []
 
-def _only_nulls(file: DataFile, field_id: int) -> bool:
-    nulls = file.null_value_counts.get(field_id)
-    values = file.value_counts.get(field_id)
-    return nulls is not None and values is not None and nulls == values
-
-
 def _may_name_path(delete: DataFile, path: str) -> bool:
     """A partition-scoped position delete file's path bounds may exclude a data file."""
     lower = delete.lower_bounds.get(DELETE_FILE_PATH_ID)

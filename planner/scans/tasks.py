@@ -154,12 +154,6 @@ class FileScanTask:
         return self.equality.applying_to(self.sequence_number, self.data_file)
 
     @property
-    def has_equality_deletes(self) -> bool:
-        """Whether an equality delete file applies to the task's data file."""
-        return self.equality is not None and self.equality.applies_to(
-            self.sequence_number, self.data_file)
-
-    @property
     def size_in_bytes(self) -> int:
         """Bytes this task reads: its range plus its own delete files, for bin-packing
         (the shared equality deletes are read once per reader, not per task)."""

@@ -88,6 +88,6 @@ def plan_tasks(metadata_location: str, snapshot_id: int) -> list[FileScanTask]:
                 else:
                     refs.append(DeleteFileRef(_data_file(f), x.sequence_number))
         task = FileScanTask(_data_file(df), d.sequence_number, tuple(refs), equality=equality)
-        tasks.append(task if task.has_equality_deletes
+        tasks.append(task if task.equality_deletes
                      else dataclasses.replace(task, equality=None))
     return tasks
