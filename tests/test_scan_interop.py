@@ -197,6 +197,12 @@ class _TruncatingIO:
     def exists(self, location: str) -> bool:
         return self.base.exists(location)
 
+    def resolve(self, _location: str) -> None:
+        return None  # every read goes through the cut copy
+
+    def is_local(self, location: str) -> bool:
+        return self.base.is_local(location)
+
     def list_dir(self, location: str) -> list[str]:
         return self.base.list_dir(location)
 

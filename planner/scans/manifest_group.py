@@ -145,12 +145,10 @@ class ManifestGroup:
 
         Threads overlap the round trips of object stores. Decoding holds the GIL, so on a
         local filesystem, with no waiting to overlap, a pool only adds its own cost: 10-15%
-        slower planning of 601 local manifests on 2 cores than one thread. A FileIO
-        without `is_local` is taken to be remote.
+        slower planning of local manifests than one thread.
         """
-        is_local = getattr(self.reader.io, "is_local", None)
         if len(manifests) <= 1 or self.workers <= 1 or (
-                is_local is not None and is_local(manifests[0].manifest_path)):
+                self.reader.io.is_local(manifests[0].manifest_path)):
             return [work(m) for m in manifests]
         with ThreadPoolExecutor(max_workers=min(self.workers, len(manifests))) as pool:
             return list(pool.map(work, manifests))

@@ -101,6 +101,16 @@ class FileIO(Protocol):
     def list_dir(self, location: str) -> list[str]:
         """Full locations of the files directly inside a directory."""
 
+    def resolve(self, location: str) -> tuple[pafs.FileSystem, str] | None:
+        """The pyarrow filesystem a location is read through and the path in it, or None
+        for a FileIO that reads otherwise: Arrow's own readers (datasets, Parquet footers)
+        are handed that filesystem, and without one every read goes through `open_input`
+        and `read_bytes`."""
+
+    def is_local(self, location: str) -> bool:
+        """Whether reading the location waits on no network: where it does, readers overlap
+        many small reads (manifests, footers, delete files) on threads."""
+
 
 class PyArrowFileIO:
     """FileIO on pyarrow filesystems, resolved from each location's scheme and `properties`

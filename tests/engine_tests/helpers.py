@@ -118,3 +118,9 @@ class GuardedIO:
 
     def list_dir(self, location: str) -> list[str]:
         return self.inner.list_dir(location)
+
+    def resolve(self, _location: str) -> None:
+        return None  # Arrow's readers would open files past the guard
+
+    def is_local(self, location: str) -> bool:
+        return self.inner.is_local(location)

@@ -21,7 +21,9 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from meltwater.planner.table.fileio import FileIO
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -32,14 +34,11 @@ R = TypeVar("R")
 REMOTE_READS = 8
 
 
-def waits_on_network(io: Any, location: str) -> bool:
-    """Whether reading `location` through `io` goes over a network (a FileIO that cannot
-    tell is taken to be local: the plain loop is right either way, only slower)."""
-    is_local = getattr(io, "is_local", None)
-    if is_local is None:
-        return False
+def waits_on_network(io: FileIO, location: str) -> bool:
+    """Whether reading `location` through `io` goes over a network (one the FileIO cannot
+    resolve is taken to be local: the plain loop is right either way, only slower)."""
     try:
-        return not is_local(location)
+        return not io.is_local(location)
     except Exception:  # noqa: BLE001  (the read itself reports what is wrong with it)
         return False
 

@@ -117,12 +117,14 @@ def _read_parquet_positions(io: FileIO, file: DataFile) -> dict[str, pa.Array] |
     """
     import pyarrow.parquet as pq
 
-    resolve = getattr(io, "resolve", None)
-    if resolve is None or file.file_format.upper() != "PARQUET":
+    if file.file_format.upper() != "PARQUET":
         return None
     scoped = referenced_data_file(file)
     try:
-        filesystem, path = resolve(file.file_path)
+        resolved = io.resolve(file.file_path)
+        if resolved is None:
+            return None
+        filesystem, path = resolved
         with filesystem.open_input_file(path) as handle:
             parquet = pq.ParquetFile(handle, pre_buffer=False,
                                      read_dictionary=None if scoped else ["file_path"])

@@ -26,8 +26,8 @@ What makes it exact, and what sends a task back to `read_task`:
   `DeleteLoader.deletion_mask(...).keep`, equality deletes with the scan's one
   `EqualityLookup` (their key columns read as extra columns where the projection lacks
   them), the residual with `to_arrow_filter`, as in `read_task`.
-- **Fallback.** Other formats, files on a `FileIO` without `resolve` (a filesystem Arrow
-  can open), footers that cannot be read, duplicate top-level names: the per-task path,
+- **Fallback.** Other formats, files a `FileIO` reads through no filesystem Arrow
+  can open, footers that cannot be read, duplicate top-level names: the per-task path,
   which also names the file in its errors. If the Arrow scan fails midway, the tasks not yet
   started are handed to `read_task`, so a broken file still raises its typed one-line error.
 
@@ -174,11 +174,11 @@ def _row_group_runs(fragment: Any, start: int, length: int | None
     return None if length is None else row_group_runs(fragment.metadata, start, length)
 
 
-def candidates(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
+def candidates(tasks: Sequence[FileScanTask], projection: Schema
                ) -> tuple[list[FileScanTask], list[FileScanTask]]:
     """Tasks the Arrow scan may read (to be confirmed by their footers in `partition`) and
     the rest, for `read_task`: what can be told without opening a file."""
-    if getattr(io, "resolve", None) is None or not projection.fields:
+    if not projection.fields:
         return [], list(tasks)
     maybe: list[FileScanTask] = []
     rest: list[FileScanTask] = []
@@ -199,18 +199,21 @@ def partition(tasks: Sequence[FileScanTask], projection: Schema, io: FileIO
     follows from a footer's schema alone (the projection plan, the group) is worked out
     once per distinct schema, so the pass costs little more than the footer reads.
     """
-    maybe, rest = candidates(tasks, projection, io)
+    maybe, rest = candidates(tasks, projection)
     if not maybe:
         return [], rest
     import pyarrow.dataset as ds
 
-    resolve = io.resolve  # type: ignore[attr-defined]
     file_format = ds.ParquetFileFormat()
 
     def open_footer(task: FileScanTask) -> _Footer | None:
-        """The task's file opened and its footer read; None if that fails."""
+        """The task's file opened and its footer read; None if that fails, or if the FileIO
+        reads through no filesystem Arrow can be handed."""
         try:
-            filesystem, path = resolve(task.data_file.file_path)
+            resolved = io.resolve(task.data_file.file_path)
+            if resolved is None:
+                return None
+            filesystem, path = resolved
             whole = file_format.make_fragment(path, filesystem,
                                               file_size=_manifest_size(task.data_file))
             return _Footer(filesystem, path, whole, whole.physical_schema,

@@ -74,7 +74,7 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
     deletes = deletes if deletes is not None else DeleteLoader(io)
     jobs: list[Callable[[], Iterator[pa.RecordBatch]]] = []
     if bulk:
-        maybe, rest = candidates(tasks, read_schema, io)
+        maybe, rest = candidates(tasks, read_schema)
         jobs += [functools.partial(read_chunk, chunk, read_schema, io, deletes,
                                    batch_size=batch_size)
                  for chunk in _shares(maybe, max(1, threads // THREADS_PER_BULK_SHARE))]

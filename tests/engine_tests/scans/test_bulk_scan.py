@@ -264,7 +264,14 @@ def test_a_manifest_size_that_does_not_match_the_file_sends_it_task_by_task(tmp_
 
 
 class _NoResolveIO:
-    """A FileIO Arrow's dataset cannot use: no `resolve` to a pyarrow filesystem."""
+    """A FileIO Arrow's dataset cannot use: it resolves no location to a pyarrow
+    filesystem."""
+
+    def resolve(self, _location: str) -> None:
+        return None
+
+    def is_local(self, _location: str) -> bool:
+        return True
 
     def open_input(self, location: str):
         return IO.open_input(location)

@@ -1,4 +1,5 @@
-"""`FileIO.properties` is part of the protocol: a FileIO that cannot say the properties it
+"""`FileIO.properties` is part of the protocol (as are `resolve` and `is_local`, which
+readers call without probing for them): a FileIO that cannot say the properties it
 reads with fails the type check, instead of shipping no credentials to Spark's executors.
 
 The check is mypy's, so the test runs mypy (as `make typecheck` does, on the planner as
@@ -31,6 +32,10 @@ class BareIO:
         return True
     def list_dir(self, location: str) -> list[str]:
         return []
+    def resolve(self, location: str) -> None:
+        return None
+    def is_local(self, location: str) -> bool:
+        return True
 
 
 class PropertiedIO(BareIO):
@@ -38,7 +43,7 @@ class PropertiedIO(BareIO):
         self.properties = {"s3.endpoint": "http://store"}
 
 
-load_table("/warehouse/t", BareIO())  # line 21
+load_table("/warehouse/t", BareIO())  # line 25
 load_table("/warehouse/t", PropertiedIO())
 '''
 
@@ -54,6 +59,6 @@ def test_a_file_io_without_properties_fails_the_type_check(tmp_path):
         cwd=tmp_path, env={**os.environ, "MYPYPATH": str(tmp_path / "typecheck")},
         capture_output=True, text=True, timeout=600)
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in errors] == ["21"], result.stdout
+    assert [line.split(":")[1] for line in errors] == ["25"], result.stdout
     assert '"BareIO" is missing following "FileIO" protocol member' in result.stdout
-    assert re.search(r"^caller\.py:21: note:\s+properties$", result.stdout, re.M), result.stdout
+    assert re.search(r"^caller\.py:25: note:\s+properties$", result.stdout, re.M), result.stdout
