@@ -1,16 +1,13 @@
 """Evaluators: decide from metadata alone which manifests and files a filter can skip.
 
 Three questions, three evaluators, all compiled once into closures because the planner asks
-them for every manifest and every manifest entry:
+them for every manifest and every manifest entry (the third in `metrics_evaluator`):
 
 - `ManifestEvaluator`: may this manifest hold matching files? Uses the manifest list's
   partition summaries and the row filter's *inclusive* partition projection.
 - `PartitionEvaluator`: does this partition tuple satisfy a partition filter? Exact.
-- `InclusiveMetricsEvaluator`: may this data *or delete* file hold matching rows? Uses
-  value/null/NaN counts and lower/upper bounds, like Iceberg Java's evaluator of the same
-  name. Delete files carry metrics of the rows they delete, so the same answer lets a scan
-  skip them: for `id = 9`, a delete file whose `id` bounds are 1..4 deletes nothing the
-  scan returns.
+- `InclusiveMetricsEvaluator` (`metrics_evaluator`): may this data *or delete* file hold
+  matching rows, judging by its column metrics?
 
 Value semantics (shared by the exact evaluators): a comparison with null is false except
 `!=`, `not in` and `not starts_with`, which are true for null (so `not (x = 5)` and
@@ -36,13 +33,10 @@ from meltwater.planner.expressions.tree import (
     Not,
     Op,
     Or,
-    bind,
     rewrite_not,
 )
-from meltwater.planner.spec.files import DataFile, ManifestFile, PartitionFieldSummary
-from meltwater.planner.spec.literals import to_internal
+from meltwater.planner.spec.files import ManifestFile, PartitionFieldSummary
 from meltwater.planner.spec.partitioning import PartitionSpec
-from meltwater.planner.spec.types import Schema
 
 IN_PREDICATE_LIMIT = 200
 """IN lists longer than this are not checked against bounds (as in Iceberg Java)."""
@@ -53,7 +47,8 @@ ROWS_CANNOT_MATCH = False
 Test = Callable[[Any], bool]
 
 
-def _is_nan(value: Any) -> bool:
+def is_nan(value: Any) -> bool:
+    """Whether a value is a float NaN (which equals nothing, itself included)."""
     return isinstance(value, float) and value != value
 
 
@@ -65,9 +60,9 @@ def predicate_test(pred: BoundPredicate) -> Test:
     if op == Op.NOT_NULL:
         return lambda v: v is not None
     if op == Op.IS_NAN:
-        return _is_nan
+        return is_nan
     if op == Op.NOT_NAN:
-        return lambda v: not _is_nan(v)
+        return lambda v: not is_nan(v)
     if op == Op.IN:
         values = frozenset(pred.literals)
         return lambda v: v is not None and v in values
@@ -218,10 +213,10 @@ def _summary_check(pred: BoundPredicate) -> Callable[[PartitionFieldSummary], bo
         return lambda _s: ROWS_MIGHT_MATCH
 
     def lower_of(s: PartitionFieldSummary) -> Any:
-        return None if _is_nan(s.lower_bound) else s.lower_bound
+        return None if is_nan(s.lower_bound) else s.lower_bound
 
     def upper_of(s: PartitionFieldSummary) -> Any:
-        return None if _is_nan(s.upper_bound) else s.upper_bound
+        return None if is_nan(s.upper_bound) else s.upper_bound
 
     if op == Op.IN:
         values = pred.literals
@@ -277,173 +272,3 @@ def _summary_check(pred: BoundPredicate) -> Callable[[PartitionFieldSummary], bo
     if op not in (Op.LT, Op.LT_EQ, Op.GT, Op.GT_EQ, Op.EQ):
         raise FilterError(f"cannot evaluate {pred} on partition summaries")
     return check_range
-
-
-# -- files: column metrics ---------------------------------------------------------------------
-
-
-class InclusiveMetricsEvaluator:
-    """May a data or delete file hold rows matching a row filter, judging by its metrics?
-
-    Follows Iceberg Java's `InclusiveMetricsEvaluator`: missing metrics mean "may match";
-    a column whose value count equals its null (or NaN) count holds no comparable value;
-    bounds are NaN-free by the spec, but a NaN bound (old ORC writers) is distrusted; string
-    bounds may be truncated (lower shorter, upper shorter and incremented), which still
-    bounds every value, so `starts_with` compares the bounds' prefixes.
-
-    `may_match(file, file_field_ids)` can also be told which columns the *data file's*
-    schema had: a referenced column absent from it reads as all nulls (or as its
-    `initial-default`). Never pass it for delete files: an equality delete without a
-    column still deletes rows whatever their value in it.
-    """
-
-    def __init__(self, schema: Schema, row_filter: Expression,
-                 case_sensitive: bool = True) -> None:
-        self.schema = schema
-        self.expr = rewrite_not(bind(row_filter, schema, case_sensitive))
-        self._eval = compile_expression(self.expr, self._leaf, allow_not=False)
-
-    def may_match(self, file: DataFile, file_field_ids: frozenset[int] | set[int] | None = None
-                  ) -> bool:
-        """Whether the file's column metrics leave room for a matching row; `file_field_ids`,
-        when given, are the columns the data file has (one it lacks reads as nulls, or as
-        its initial default)."""
-        if file.record_count == 0:
-            return ROWS_CANNOT_MATCH
-        if file.record_count < 0:  # imported Avro files without a count
-            return ROWS_MIGHT_MATCH
-        return self._eval(file, file_field_ids)
-
-    def _leaf(self, pred: BoundPredicate) -> Callable[[DataFile, Any], bool]:
-        field_id = pred.field_id
-        check = _metrics_check(pred)
-        if self.schema.has_field(field_id):
-            default = self.schema.find_field(field_id).initial_default
-        else:
-            default = None
-        try:
-            absent_value = to_internal(default, pred.type)
-        except (TypeError, ValueError):
-            absent_value = None
-        absent_result = predicate_test(pred)(absent_value)
-
-        def leaf(file: DataFile, file_field_ids: Any) -> bool:
-            if file_field_ids is not None and field_id not in file_field_ids:
-                return absent_result
-            try:
-                return check(file)
-            except TypeError:  # a bound of an unexpected type: never prune on it
-                return ROWS_MIGHT_MATCH
-
-        return leaf
-
-
-def _metrics_check(pred: BoundPredicate) -> Callable[[DataFile], bool]:
-    fid = pred.field_id
-    op = pred.op
-
-    def nulls_only(f: DataFile) -> bool:
-        count = f.value_counts.get(fid)
-        return count is not None and f.null_value_counts.get(fid) == count
-
-    def nans_only(f: DataFile) -> bool:
-        count = f.value_counts.get(fid)
-        return count is not None and f.nan_value_counts.get(fid) == count
-
-    def no_comparable(f: DataFile) -> bool:
-        return nulls_only(f) or nans_only(f)
-
-    def lower_of(f: DataFile) -> Any:
-        lower = f.lower_bounds.get(fid)
-        return None if _is_nan(lower) else lower
-
-    if op == Op.IS_NULL:
-        return lambda f: f.null_value_counts.get(fid) != 0
-    if op == Op.NOT_NULL:
-        return lambda f: not nulls_only(f)
-    if op == Op.IS_NAN:
-        return lambda f: not (nulls_only(f) or f.nan_value_counts.get(fid) == 0)
-    if op == Op.NOT_NAN:
-        return lambda f: not nans_only(f)
-    if op in (Op.NOT_EQ, Op.NOT_IN):
-        # bounds need not be values in the column, so they cannot prove all rows equal
-        return lambda _f: ROWS_MIGHT_MATCH
-    if op == Op.IN:
-        values = pred.literals
-
-        def check_in(f: DataFile) -> bool:
-            if no_comparable(f):
-                return ROWS_CANNOT_MATCH
-            if len(values) > IN_PREDICATE_LIMIT:
-                return ROWS_MIGHT_MATCH
-            lower, upper = lower_of(f), f.upper_bounds.get(fid)
-            if lower is None:
-                return ROWS_MIGHT_MATCH
-            return any(lower <= v and (upper is None or v <= upper) for v in values)
-
-        return check_in
-    if op == Op.NOT_STARTS_WITH:
-        prefix = pred.literal
-
-        def check_not_starts_with(f: DataFile) -> bool:
-            if f.null_value_counts.get(fid) != 0:  # unknown or some nulls: nulls match
-                return ROWS_MIGHT_MATCH
-            lower, upper = f.lower_bounds.get(fid), f.upper_bounds.get(fid)
-            if lower is None or upper is None:
-                return ROWS_MIGHT_MATCH
-            # values between two strings that share a prefix share it too
-            return not (lower.startswith(prefix) and upper.startswith(prefix))
-
-        return check_not_starts_with
-    lit = pred.literal
-    if op == Op.STARTS_WITH:
-        n = len(lit)
-
-        def check_starts_with(f: DataFile) -> bool:
-            if nulls_only(f):
-                return ROWS_CANNOT_MATCH
-            lower, upper = f.lower_bounds.get(fid), f.upper_bounds.get(fid)
-            if lower is not None and lower[:n] > lit:
-                return ROWS_CANNOT_MATCH
-            return not (upper is not None and upper[:n] < lit)
-
-        return check_starts_with
-    if op == Op.LT:
-        def check_lt(f: DataFile) -> bool:
-            if no_comparable(f):
-                return ROWS_CANNOT_MATCH
-            lower = lower_of(f)
-            return lower is None or lower < lit
-        return check_lt
-    if op == Op.LT_EQ:
-        def check_lt_eq(f: DataFile) -> bool:
-            if no_comparable(f):
-                return ROWS_CANNOT_MATCH
-            lower = lower_of(f)
-            return lower is None or lower <= lit
-        return check_lt_eq
-    if op == Op.GT:
-        def check_gt(f: DataFile) -> bool:
-            if no_comparable(f):
-                return ROWS_CANNOT_MATCH
-            upper = f.upper_bounds.get(fid)
-            return upper is None or not upper <= lit  # a NaN upper bound: may match
-        return check_gt
-    if op == Op.GT_EQ:
-        def check_gt_eq(f: DataFile) -> bool:
-            if no_comparable(f):
-                return ROWS_CANNOT_MATCH
-            upper = f.upper_bounds.get(fid)
-            return upper is None or not upper < lit
-        return check_gt_eq
-    if op == Op.EQ:
-        def check_eq(f: DataFile) -> bool:
-            if no_comparable(f):
-                return ROWS_CANNOT_MATCH
-            lower = lower_of(f)
-            if lower is not None and lower > lit:
-                return ROWS_CANNOT_MATCH
-            upper = f.upper_bounds.get(fid)
-            return upper is None or not upper < lit
-        return check_eq
-    raise FilterError(f"cannot evaluate {pred} on column metrics")

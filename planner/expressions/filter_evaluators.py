@@ -10,11 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from meltwater.planner.errors import FilterError
-from meltwater.planner.expressions.evaluators import (
-    InclusiveMetricsEvaluator,
-    ManifestEvaluator,
-    PartitionEvaluator,
-)
+from meltwater.planner.expressions.evaluators import ManifestEvaluator, PartitionEvaluator
+from meltwater.planner.expressions.metrics_evaluator import InclusiveMetricsEvaluator
 from meltwater.planner.expressions.projections import (
     ResidualEvaluator,
     inclusive_projection,

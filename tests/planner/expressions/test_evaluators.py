@@ -10,12 +10,9 @@ from hypothesis import strategies as st
 from row_oracle import RowEvaluator, evaluate
 
 from meltwater.planner.errors import FilterError
-from meltwater.planner.expressions.evaluators import (
-    InclusiveMetricsEvaluator,
-    ManifestEvaluator,
-    PartitionEvaluator,
-)
+from meltwater.planner.expressions.evaluators import ManifestEvaluator, PartitionEvaluator
 from meltwater.planner.expressions.filter_evaluators import FilterEvaluators, manifest_evaluator
+from meltwater.planner.expressions.metrics_evaluator import InclusiveMetricsEvaluator
 from meltwater.planner.expressions.tree import (
     FALSE,
     TRUE,
