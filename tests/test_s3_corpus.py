@@ -168,7 +168,7 @@ def test_a_manifest_size_that_does_not_match_the_object_reads_the_object_as_it_i
     from meltwater.planner.spec.files import DataFile, FileContent
     from meltwater.planner.spec.types import NestedField, PrimitiveType, Schema
     from meltwater.planner.table.fileio import PyArrowFileIO
-    from meltwater.stream.engine.scans import bulk_scan
+    from meltwater.stream.engine.scans import bulk_groups
     from meltwater.stream.engine.scans.scan import read_tasks
 
     field = pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})
@@ -185,7 +185,7 @@ def test_a_manifest_size_that_does_not_match_the_object_reads_the_object_as_it_i
         schema = Schema((NestedField(1, "id", PrimitiveType("long")),))
         tasks = [FileScanTask(DataFile(FileContent.DATA, f"s3://{key}", "PARQUET", 0, (), 5,
                                        len(data) + off), 1) for off in (0, -9, -1, 1, 4096)]
-        groups, rest = bulk_scan.partition(tasks, schema, io)
+        groups, rest = bulk_groups.partition(tasks, schema, io)
         assert [t for g in groups for t in g.tasks] == tasks[:1] and rest == tasks[1:]
         batches = list(read_tasks(tasks, schema, schema, io, bulk=True))
     finally:

@@ -65,7 +65,8 @@ def read_tasks(tasks: Iterable[FileScanTask], read_schema: Schema, projection: S
     # `plan` and `scan`, and Spark's driver-side Python processes import the package
     # without reading a row.
     from meltwater.stream.engine.deletes.loader import DeleteLoader
-    from meltwater.stream.engine.scans.bulk_scan import candidates, read_chunk
+    from meltwater.stream.engine.scans.bulk_groups import candidates
+    from meltwater.stream.engine.scans.bulk_scan import read_chunk
     from meltwater.stream.engine.scans.reader import read_task
 
     names = [f.name for f in projection.fields]

@@ -19,7 +19,7 @@ from meltwater.stream.engine.decode.remote_reads import (
     waits_on_network,
 )
 from meltwater.stream.engine.deletes.loader import DeleteLoader
-from meltwater.stream.engine.scans import bulk_scan
+from meltwater.stream.engine.scans import bulk_groups
 
 ID_NAME = Schema((NestedField(1, "id", PrimitiveType("long")),
                   NestedField(2, "name", PrimitiveType("string"))))
@@ -82,15 +82,15 @@ def _files(tmp_path, count: int):
 
 def test_footers_of_remote_files_are_read_on_the_pool_and_group_alike(tmp_path) -> None:
     tasks = [task(f) for f in _files(tmp_path, 5)]
-    local_groups, local_rest = bulk_scan.partition(tasks, ID_NAME, PyArrowFileIO())
+    local_groups, local_rest = bulk_groups.partition(tasks, ID_NAME, PyArrowFileIO())
     remote = _SeemsRemote()
-    groups, rest = bulk_scan.partition(tasks, ID_NAME, remote)
+    groups, rest = bulk_groups.partition(tasks, ID_NAME, remote)
     assert rest == local_rest == []
     assert ([t for g in groups for t in g.tasks] == [t for g in local_groups for t in g.tasks]
             == tasks)
     assert len(remote.threads) == 5 and all(n.startswith(POOL) for n in remote.threads)
     local = _SeemsRemote(remote=False)
-    bulk_scan.partition(tasks, ID_NAME, local)
+    bulk_groups.partition(tasks, ID_NAME, local)
     assert local.threads == [threading.current_thread().name] * 5
 
 

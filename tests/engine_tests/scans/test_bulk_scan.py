@@ -38,7 +38,7 @@ from meltwater.planner.table.fileio import PyArrowFileIO
 from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
 from meltwater.stream.engine.deletes.loader import DeleteLoader
-from meltwater.stream.engine.scans import bulk_scan
+from meltwater.stream.engine.scans import bulk_groups, bulk_scan
 from meltwater.stream.engine.scans.scan import read_tasks
 from meltwater.stream.errors import UnreadableFileError
 
@@ -100,7 +100,7 @@ def test_whole_files_with_position_deletes_and_dvs(tmp_path) -> None:
            for i, f in enumerate(files[:3])]
     dv = write_puffin(tmp_path / "dv.puffin", dv_blob([1, 2, 3]), files[3].file_path, 3)
     tasks = [task(f, d) for f, d in zip(files, [*pos, dv], strict=True)]
-    groups, rest = bulk_scan.partition(tasks, ID_NAME, IO)
+    groups, rest = bulk_groups.partition(tasks, ID_NAME, IO)
     assert rest == [] and len(groups) == 1 and groups[0].direct
     got = both(tasks, ID_NAME, batch_size=16)
     expected = [100 * i + p for i in range(3) for p in range(50) if p not in (0, 7, 49)]
@@ -129,7 +129,7 @@ def test_split_tasks_of_one_file_keep_file_positions(tmp_path) -> None:
               task(data, deletes, start=0, length=starts[1])]  # 0..24
     other = _ids_file(tmp_path, 10, "other.parquet", start=1000)
     tasks = [*splits, task(other)]
-    groups, rest = bulk_scan.partition(tasks, ID_NAME, IO)
+    groups, rest = bulk_groups.partition(tasks, ID_NAME, IO)
     assert rest == [] and len(groups) == 1
     assert [p.first for p in groups[0].pieces] == [25, 75, 0, 0]
     got = both(tasks, ID_NAME, batch_size=10)
@@ -170,7 +170,7 @@ def test_evolved_schemas_are_grouped_and_projected_by_field_id(tmp_path) -> None
     deletes = position_deletes(tmp_path / "pos.parquet",
                                [(old.file_path, 2), (new.file_path, 0)])
     tasks = [task(old, deletes), task(new, deletes)]
-    groups, rest = bulk_scan.partition(tasks, projection, IO)
+    groups, rest = bulk_groups.partition(tasks, projection, IO)
     assert rest == [] and len(groups) == 2 and not any(g.direct for g in groups)
     got = both(tasks, projection)
     assert Counter(map(str, got.to_pylist())) == Counter(map(str, [
@@ -188,7 +188,7 @@ def test_a_renamed_column_is_never_matched_by_name(tmp_path) -> None:
     b = write_parquet(tmp_path / "b.parquet", pa.table(
         {"id": [3, 4], "name": ["c", "d"]},
         schema=pa.schema([F("id", pa.int64(), 1), F("name", pa.string(), 9)])))
-    groups, _ = bulk_scan.partition([task(a), task(b)], ID_NAME, IO)
+    groups, _ = bulk_groups.partition([task(a), task(b)], ID_NAME, IO)
     assert len(groups) == 2
     got = both([task(a), task(b)], ID_NAME)
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [
@@ -203,7 +203,7 @@ def test_residual_on_a_column_outside_the_output(tmp_path) -> None:
     residual = BoundPredicate(Op.GT_EQ, 1, LONG, (7,), "id")
     names = Schema((NestedField(2, "name", STRING),))
     tasks = [dataclasses.replace(task(f, deletes), residual=residual) for f in files]
-    groups, rest = bulk_scan.partition(tasks, names, IO)
+    groups, rest = bulk_groups.partition(tasks, names, IO)
     assert rest == [] and len(groups) == 1 and not groups[0].direct
     got = both(tasks, names)
     assert sorted(got.column("name").to_pylist()) == sorted(
@@ -231,7 +231,7 @@ def test_equality_deletes_in_bulk_other_formats_and_bad_footers_fall_back(tmp_pa
     orc_file = DataFile(FileContent.DATA, str(orc_path), "ORC", 0, (), 2,
                         orc_path.stat().st_size)
     tasks = [task(plain), task(with_eq, eq), task(orc_file)]
-    groups, rest = bulk_scan.partition(tasks, ID_NAME, IO)
+    groups, rest = bulk_groups.partition(tasks, ID_NAME, IO)
     assert [t.data_file.file_path for g in groups for t in g.tasks] == [
         plain.file_path, with_eq.file_path]
     assert rest == tasks[2:]
@@ -245,7 +245,7 @@ def test_equality_deletes_in_bulk_other_formats_and_bad_footers_fall_back(tmp_pa
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"PAR1 not really")
     bad = DataFile(FileContent.DATA, str(broken), "PARQUET", 0, (), 1, broken.stat().st_size)
-    groups, rest = bulk_scan.partition([task(plain), task(bad)], ID_NAME, IO)
+    groups, rest = bulk_groups.partition([task(plain), task(bad)], ID_NAME, IO)
     assert rest == [task(bad)]
     with pytest.raises(UnreadableFileError, match=str(broken)):
         read([task(plain), task(bad)], ID_NAME, bulk=True)
@@ -282,7 +282,7 @@ class _NoResolveIO:
 
 def test_a_file_io_without_filesystems_reads_task_by_task(tmp_path) -> None:
     tasks = [task(_ids_file(tmp_path, 3, f"{i}.parquet", start=10 * i)) for i in range(2)]
-    assert bulk_scan.partition(tasks, ID_NAME, _NoResolveIO()) == ([], tasks)
+    assert bulk_groups.partition(tasks, ID_NAME, _NoResolveIO()) == ([], tasks)
     got = read(tasks, ID_NAME, bulk=True, io=_NoResolveIO())
     assert ids(got) == [0, 1, 2, 10, 11, 12]
 
@@ -292,7 +292,7 @@ def test_a_file_broken_after_planning_raises_a_typed_error_naming_it(tmp_path) -
     victim = _ids_file(tmp_path, 5000, "victim.parquet", start=100)
     deletes = position_deletes(tmp_path / "pos.parquet", [(good.file_path, 1)])
     tasks = [task(good, deletes), task(victim, deletes)]
-    groups, rest = bulk_scan.partition(tasks, ID_NAME, IO)
+    groups, rest = bulk_groups.partition(tasks, ID_NAME, IO)
     assert rest == [] and len(groups) == 1
     # The footer was read while partitioning; the data goes missing afterwards.
     keep = tmp_path / "keep.parquet"
@@ -322,7 +322,7 @@ def test_position_deletes_read_ahead_are_read_once(tmp_path) -> None:
 
 
 def test_scan_windows_are_runs_of_about_the_window_size() -> None:
-    pieces = [bulk_scan._Piece(i, None, (f"f{i}", 0), 0, size)
+    pieces = [bulk_groups.Piece(i, None, (f"f{i}", 0), 0, size)
               for i, size in enumerate([5, 5, 5, 20, 1, 1, 9])]
     windows = bulk_scan.scan_windows(pieces, 10)
     assert [[p.task for p in w] for w in windows] == [[0, 1], [2, 3], [4, 5, 6]]
@@ -341,7 +341,7 @@ def test_positions_and_deletes_hold_across_windows(tmp_path, monkeypatch) -> Non
               task(data, deletes, start=starts[2], length=data.file_size_in_bytes - starts[2])]
     files = [_ids_file(tmp_path, 10, f"d{i}.parquet", start=1000 + 10 * i) for i in range(3)]
     tasks = [*splits, *(task(f) for f in files)]
-    groups, _ = bulk_scan.partition(tasks, ID_NAME, IO)
+    groups, _ = bulk_groups.partition(tasks, ID_NAME, IO)
     assert len(bulk_scan.scan_windows(groups[0].pieces, bulk_scan.WINDOW_BYTES)) == 5
     got = both(tasks, ID_NAME, batch_size=8)
     assert ids(got) == [i for i in range(100) if i not in (0, 26, 99)] + list(range(1000, 1030))
@@ -402,7 +402,7 @@ def test_every_corpus_snapshot_reads_alike_in_bulk_and_task_by_task(corpus) -> N
                 continue
             planned = meltwater.stream.plan(table, snapshot_id=snapshot.snapshot_id)
             s = planned.scan
-            groups, _ = bulk_scan.partition(planned.tasks, s.read_schema, table.io)
+            groups, _ = bulk_groups.partition(planned.tasks, s.read_schema, table.io)
             bulk_tasks += sum(len(g.tasks) for g in groups)
             reshaped_groups += sum(not g.direct for g in groups)
             fast = read(planned.tasks, s.projection, bulk=True, read_schema=s.read_schema,
