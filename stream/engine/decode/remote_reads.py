@@ -1,7 +1,7 @@
 """Reads of many files, several at a time: small reads from an object store, and the files
 of a change read.
 
-A scan opens every Parquet footer (`bulk_scan.partition`) and reads every position delete
+A scan opens every Parquet footer (`bulk_groups.partition`) and reads every position delete
 file (`DeleteLoader.read_positions`) before its rows: a few KiB each, one file after
 another. On local disk each takes microseconds; on S3 each is a round trip (a footer
 GET, about 2.5 ms on loopback; a delete file's HEAD and two GETs, about 4.5 ms), so a
