@@ -18,9 +18,15 @@ from meltwater.cli.table_commands import (
     parse_timestamp_ms,
     table_source_of,
 )
+from meltwater.output.formats import CHANGE_FORMATS, OutputFormat, choices
 from meltwater.planner.changes.change_range import BoundKind, RangeRequest, given_bounds
 from meltwater.planner.expressions.tree import TRUE
 from meltwater.planner.table.table_loading import load_table
+from meltwater.stream.engine.changes.change_modes import (
+    BeforeImages,
+    ChangeTypeNames,
+    EqualityDeletes,
+)
 
 if TYPE_CHECKING:
     from meltwater.stream.engine.changes.change_schema import RowOptions
@@ -98,7 +104,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     with Progress("changes", args.table, enabled=wanted(args.output),
                   details=details) as progress:
         reader = progress.count(reader, seen)
-        if args.format == "debezium-jsonl":
+        if args.format == OutputFormat.DEBEZIUM_JSONL:
             from meltwater.output.change_events import write_debezium_jsonl
 
             count = write_debezium_jsonl(reader, args.output, feed.table.location)
@@ -147,15 +153,16 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="keep rows a commit deleted and re-inserted unchanged")
     changes.add_argument("--appends-only", action="store_true",
                          help="only rows appended by append commits")
-    changes.add_argument("--equality-deletes", choices=("resolve", "trust-payload"),
+    changes.add_argument("--equality-deletes", choices=EqualityDeletes.texts(),
                          default="resolve",
                          help="resolve equality deletes against live rows (default) or trust "
                               "full-row payloads (CDC writers that delete only existing rows)")
-    changes.add_argument("--change-type-names", choices=("iceberg", "delta"), default="iceberg",
+    changes.add_argument("--change-type-names", choices=ChangeTypeNames.texts(),
+                         default="iceberg",
                          help="_change_type values: iceberg's (default: INSERT, DELETE, "
                               "UPDATE_BEFORE, UPDATE_AFTER) or Delta's (insert, delete, "
                               "update_preimage, update_postimage)")
-    changes.add_argument("--before-images", choices=("full", "key"), default="full",
+    changes.add_argument("--before-images", choices=BeforeImages.texts(), default="full",
                          help="what DELETE and UPDATE_BEFORE rows carry: the whole row "
                               "(default) or its identifier columns only, the rest null "
                               "(enough to apply changes by key, and not read whole)")
@@ -168,7 +175,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                               "always come)")
     changes.add_argument("--limit", type=int, metavar="N", help="return at most N change rows")
     changes.add_argument("--format", default="table",
-                         choices=("table", "jsonl", "csv", "parquet", "debezium-jsonl"),
+                         choices=choices(CHANGE_FORMATS),
                          help="table (default, for people), jsonl, csv, parquet (needs "
                               "--output), or debezium-jsonl (one Debezium event a line); "
                               f"{TEXT_VALUES_HELP}")

@@ -11,10 +11,19 @@ from typing import Any
 
 import pyarrow as pa
 
+from meltwater.output.formats import LISTING_FORMATS, ROW_FORMATS, OutputFormat, choices
 from meltwater.planner.errors import MeltwaterError, NoSuchSnapshotError
 from meltwater.planner.expressions.tree import TRUE
+from meltwater.planner.str_enum import StrEnum
 from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource, parse_table_source
+
+
+class PlanFormat(StrEnum):
+    """What `meltwater plan` writes (`--format`)."""
+
+    TABLE = "table"  # the tasks and the pruning counts, for people
+    JSON = "json"  # one JSON document: groups of tasks and the counts
 
 
 class UsageError(MeltwaterError):
@@ -217,7 +226,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     from meltwater.output.writers import write_stream
 
     rows = _snapshot_rows(load_table(table_source_of(args)).metadata)
-    if args.format == "table":
+    if args.format == OutputFormat.TABLE:
         rows, schema = [_compact(row) for row in rows], _COMPACT_SCHEMA
     else:
         schema = _SNAPSHOT_SCHEMA
@@ -296,7 +305,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
               "residual": str(t.residual)} for t in group.tasks]
             for group in planned.groups]
     with output_destination(None, text=True) as out:
-        if args.format == "json":
+        if args.format == PlanFormat.JSON:
             out.write(json.dumps(report, indent=2) + "\n")
         else:
             out.writelines(line + "\n" for line in _plan_lines(report))
@@ -339,7 +348,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "zero counts out of a summary: they show as 0 (unknown counts as ? or "
                     "null).")
     add_table_argument(snapshots)
-    snapshots.add_argument("--format", choices=("table", "jsonl", "csv"), default="table",
+    snapshots.add_argument("--format", choices=choices(LISTING_FORMATS), default="table",
                            help="table (default: counts paired as +added/-removed, for "
                                 "people), or jsonl or csv (a column per count)")
     add_output_argument(snapshots)
@@ -347,7 +356,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     scan = commands.add_parser("scan", help="read a table at a snapshot, deletes applied")
     add_table_selection(scan)
-    scan.add_argument("--format", choices=("table", "jsonl", "csv", "parquet"),
+    scan.add_argument("--format", choices=choices(ROW_FORMATS),
                       default="table",
                       help=f"table (default, for people), jsonl, csv, or parquet (needs "
                            f"--output); {TEXT_VALUES_HELP}")
@@ -357,7 +366,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     plan = commands.add_parser("plan", help="show the scan tasks and what pruning did")
     add_table_selection(plan)
-    plan.add_argument("--format", choices=("table", "json"), default="table",
+    plan.add_argument("--format", choices=PlanFormat.texts(), default="table",
                       help="table (default, for people) or json")
     plan.add_argument("--summary", action="store_true",
                       help="only the counts: what pruning skipped and what is left to read, "

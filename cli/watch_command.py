@@ -21,9 +21,17 @@ from typing import TYPE_CHECKING
 
 from meltwater.cli.signals import Terminated, signals_raise
 from meltwater.cli.table_commands import UsageError, add_table_argument, table_source_of
+from meltwater.planner.str_enum import StrEnum
 
 if TYPE_CHECKING:  # the watcher (and `meltwater.stream`) load only when `watch` runs
     from meltwater.stream.watch.snapshot_events import SnapshotEvent
+
+
+class WatchFormat(StrEnum):
+    """What `meltwater watch` prints for each commit (`--format`)."""
+
+    TEXT = "text"  # a line per commit, for people
+    JSONL = "jsonl"  # an object per commit, every count of its summary
 
 
 def _n(value: int | None) -> int:
@@ -54,7 +62,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                          f"below {MAX_INTERVAL:g}")
     watcher = SnapshotWatcher(table_source_of(args), after=args.after,
                               poll=True if args.poll else None, interval=args.interval)
-    render = (lambda e: json.dumps(e.to_json())) if args.format == "jsonl" else format_text
+    render = (lambda e: json.dumps(e.to_json())) if args.format == WatchFormat.JSONL \
+        else format_text
     with signals_raise():
         try:
             with watcher:
@@ -85,7 +94,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "looks with file events (default 30)")
     watch.add_argument("--after", type=int, metavar="SNAPSHOT_ID",
                        help="first print the commits after this snapshot (resume)")
-    watch.add_argument("--format", choices=("text", "jsonl"), default="text",
+    watch.add_argument("--format", choices=WatchFormat.texts(), default="text",
                        help="text (default: a line per commit, for people) or jsonl (an "
                             "object per commit, every count of its summary)")
     watch.set_defaults(handler=cmd_watch)

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from meltwater.output.errors import OutputError
 from meltwater.output.files import WriteBack, output_destination, write_in_pieces
+from meltwater.output.formats import ROW_FORMATS, OutputFormat, choices
 from meltwater.output.json_values import json_default, json_safe, json_value
 from meltwater.output.parquet_parts import (
     EncodedPart,
@@ -30,19 +31,8 @@ from meltwater.output.parquet_parts import (
 )
 from meltwater.output.pipeline import ordered_map, writing_behind
 from meltwater.output.text import csv_text, json_lines, text_buffer
-from meltwater.planner.str_enum import StrEnum
 
-
-class OutputFormat(StrEnum):
-    """What `write_stream` writes (the CLI's `--format`)."""
-
-    TABLE = "table"  # aligned columns, for a terminal
-    JSONL = "jsonl"  # one JSON object per row
-    CSV = "csv"
-    PARQUET = "parquet"  # to a file only
-
-
-FORMATS = OutputFormat.texts()
+FORMATS = choices(ROW_FORMATS)
 
 
 def _csv_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -276,7 +266,7 @@ def write_stream(reader: pa.RecordBatchReader, fmt: OutputFormat | str,
     A file is whole or absent: it replaces `output` only once every row is written
     (`meltwater.output.files`), so a failure leaves an existing file as it was."""
     chosen = OutputFormat.named(fmt)
-    if chosen is None:
+    if chosen is None or chosen not in ROW_FORMATS:
         raise OutputError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
     if chosen is OutputFormat.PARQUET:
         return _write_parquet(reader, output)

@@ -3,6 +3,7 @@
 The top room of the engine, above `scans`.
 
 - `change_schema`: change row columns, change type vocabularies, a read's row options;
+- `change_modes`: the modes those options take (`EqualityDeletes`, `BeforeImages`, ...);
 - `reconstruction`: a commit's change tasks read into change rows;
 - `delete_payloads`: change rows read from position delete files' `row` payloads;
 - `equality_changes`: the rows a commit's equality deletes change, found by key;

@@ -20,6 +20,11 @@ from meltwater.planner.expressions.tree import TRUE, Expression
 from meltwater.planner.spec.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
 from meltwater.planner.spec.types import LONG, NestedField, Schema, StructType
 from meltwater.planner.str_enum import StrEnum
+from meltwater.stream.engine.changes.change_modes import (
+    BeforeImages,
+    ChangeTypeNames,
+    EqualityDeletes,
+)
 from meltwater.stream.errors import ChangeOptionError
 
 CHANGE_TYPE = "_change_type"
@@ -35,32 +40,6 @@ DELETE = "DELETE"
 UPDATE_BEFORE = "UPDATE_BEFORE"
 UPDATE_AFTER = "UPDATE_AFTER"
 
-
-
-class ChangeTypeNames(StrEnum):
-    """Which vocabulary `_change_type` speaks (option `change-type-names`)."""
-
-    ICEBERG = "iceberg"  # Iceberg's, and Spark's changelog view's
-    DELTA = "delta"  # Delta's change data feed, also Spark 4.2's
-
-
-class EqualityDeletes(StrEnum):
-    """What an equality delete is taken to delete (option `equality-deletes`; see
-    `reconstruction`)."""
-
-    RESOLVE = "resolve"  # the live rows its key matches
-    TRUST_PAYLOAD = "trust-payload"  # a full-row delete: its own row, as written
-
-
-class BeforeImages(StrEnum):
-    """What a row that left (DELETE, UPDATE_BEFORE) carries (option `before-images`).
-
-    `key` is PostgreSQL's replica identity DEFAULT against FULL: a sink that applies changes
-    by key (a mirror, a compacted topic) needs of a departing row only its key, and reading
-    it whole costs an upsert commit a decode of every page its old keys sit in."""
-
-    FULL = "full"  # the whole row, as it was
-    KEY = "key"  # its identifier columns (and v3's lineage columns); every other one null
 
 
 # Change type names by vocabulary, keyed by the Iceberg name.
