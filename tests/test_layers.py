@@ -93,7 +93,7 @@ def test_the_graph_is_not_empty():
     """Guards the other two tests against a graph that finds nothing (a wrong ROOT)."""
     assert len(MODULES) > 80
     assert ("meltwater.stream.engine.scans.reader"
-            in GRAPH["meltwater.stream.engine.changes.reconstruction"])
+            in GRAPH["meltwater.stream.engine.changes.task_rows"])
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))

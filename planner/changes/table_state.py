@@ -18,14 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from meltwater.planner.scans.delete_index import DeleteFileIndex, is_global_equality_delete
 from meltwater.planner.scans.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
-from meltwater.planner.spec.files import DataFile, EntryStatus, FileContent, ManifestEntry
+from meltwater.planner.spec.files import (
+    DataFile,
+    EntryStatus,
+    FileContent,
+    ManifestEntry,
+    PartitionKey,
+)
 from meltwater.planner.spec.partitioning import PartitionSpec
-
-PartitionKey = Any  # DataFile.partition_key
 
 
 @dataclass(frozen=True)

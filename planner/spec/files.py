@@ -80,7 +80,7 @@ class DataFile:
         return self.file_path, self.content_offset
 
     @property
-    def partition_key(self) -> tuple[int, tuple[Any, ...]]:
+    def partition_key(self) -> PartitionKey:
         """The file's spec id and partition, as a key that finds files of the same partition
         (`partition_key`: NaN equals NaN)."""
         return self.spec_id, partition_key(self.partition)
@@ -94,6 +94,11 @@ class _NaN:
 
 
 _NAN = _NaN()
+
+
+PartitionKey = tuple[int, tuple[Any, ...]]
+"""A data or delete file's spec id and partition, compared as Iceberg Java compares them
+(`DataFile.partition_key`)."""
 
 
 def partition_key(partition: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -48,13 +48,14 @@ from meltwater.planner.scans.splitting import DEFAULT_OPEN_FILE_COST, SplitOptio
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.table_loading import Table, load_table
 from meltwater.stream.engine.changes.change_feed import ChangeFeed, change_feed
+from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import (
     LINEAGE_IDS,
     METADATA_COLUMNS,
     BeforeImages,
 )
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema as engine_schema
-from meltwater.stream.engine.scans.scan import DEFAULT_BATCH_SIZE
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters
@@ -249,12 +250,14 @@ class MeltwaterBatchReader(DataSourceReader):
             planned = list(planner.plan(feed.change_range, appends_only=feed.appends_only))
         commits = [CommitPart(c, feed.schema, 0, len(c.tasks))  # the range end's schema
                    for c in planned if c.tasks]
+        scope = (ReadScope.ONE_COMMIT if len(feed.change_range.commits) == 1
+                 else ReadScope.COMMITS)
         if feed.options.net:
             parts = [ChangePartition(tuple(commits), feed.options, feed.row_filter,
-                                     io_properties=io)] if commits else []
+                                     scope=scope, io_properties=io)] if commits else []
         else:  # a commit each; an upsert commit bigger than a split in shares of its keys
             target = self._split_target(feed, sum(c.cost.bytes for c in commits))
-            parts = [ChangePartition((piece,), feed.options, feed.row_filter,
+            parts = [ChangePartition((piece,), feed.options, feed.row_filter, scope=scope,
                                      io_properties=io)
                      for c in commits for piece in _shares(c, target)]
         log.info("meltwater change read of %s, (%s, %s], filter [%s]: %d commits with changes "

@@ -25,6 +25,7 @@ from meltwater.planner.changes.micro_batch import CommitPart
 from meltwater.planner.expressions.tree import TRUE, Expression
 from meltwater.planner.scans.tasks import FileScanTask
 from meltwater.planner.spec.types import Schema
+from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import ChangeOptions
 
 if TYPE_CHECKING:
@@ -73,18 +74,22 @@ class ChangePartition(ReadPartition):
     `row_filter` (bound to the parts' projection) keeps the changes of matching rows; only
     reads without update pairing or net changes take one (see `batch_reader`). With
     `options.net` the parts are a whole range, collapsed to each row's net effect.
+    `scope` is what the read as a whole reads (`ReadScope`): ONE_COMMIT for a batch read
+    of one commit, COMMITS for longer ranges and for streams, whose executors keep their
+    loaders from partition to partition.
     """
 
     parts: tuple[CommitPart, ...]
     options: ChangeOptions
     row_filter: Expression = TRUE
+    scope: ReadScope = field(default=ReadScope.COMMITS, kw_only=True)
 
 
 def read_partition(partition: ReadPartition, batch_size: int | None = None
                    ) -> Iterator[pa.RecordBatch]:
     """The engine's batches of one partition (before they are made to fit Spark's schema,
     `arrow_types.conform`)."""
-    from meltwater.stream.engine.scans.reader import DEFAULT_BATCH_SIZE
+    from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 
     size = batch_size or DEFAULT_BATCH_SIZE
     io = partition.open_io()
@@ -111,11 +116,13 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
                 return
             yield from reconstruct_range([p.changes for p in parts], parts[0].projection, io,
                                          options=partition.options, deletes=loader,
-                                         batch_size=size, row_filter=partition.row_filter)
+                                         batch_size=size, row_filter=partition.row_filter,
+                                         scope=partition.scope)
             return
         from meltwater.stream.engine.changes.held_changes import read_parts
 
         yield from read_parts(partition.parts, io, partition.options, loader,
-                              batch_size=size, row_filter=partition.row_filter)
+                              batch_size=size, row_filter=partition.row_filter,
+                              scope=partition.scope)
     else:
         raise TypeError(f"not a meltwater partition: {partition!r}")

@@ -12,7 +12,7 @@ import pytest
 
 from meltwater.output.change_events import debezium_events, write_debezium_jsonl
 from meltwater.output.errors import ChangeOutputError
-from meltwater.stream.engine.changes.reconstruction import METADATA_FIELDS
+from meltwater.stream.engine.changes.change_columns import METADATA_FIELDS
 from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from meltwater.sinks.errors import DuplicateKeyError, NullKeyError
 from meltwater.sinks.kafka_events import EventOptions, event_id, kafka_events
-from meltwater.stream.engine.changes.reconstruction import METADATA_FIELDS
+from meltwater.stream.engine.changes.change_columns import METADATA_FIELDS
 from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
 
 TS = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)

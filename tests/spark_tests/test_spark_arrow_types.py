@@ -15,8 +15,8 @@ from meltwater.planner.changes.micro_batch import CommitPart
 from meltwater.planner.errors import StreamError
 from meltwater.planner.spec.files import DataFile, FileContent
 from meltwater.planner.spec.types import LONG, NestedField, PrimitiveType, Schema, StructType
+from meltwater.stream.engine.changes.change_columns import change_schema
 from meltwater.stream.engine.changes.change_schema import ChangeOptions
-from meltwater.stream.engine.changes.reconstruction import change_schema
 from meltwater.stream.errors import UnreadableFileError
 from meltwater.stream.spark import batch_reader, stream_reader
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema, spark_schema

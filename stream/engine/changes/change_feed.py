@@ -32,6 +32,7 @@ from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.fileio import FileIO
 from meltwater.planner.table.table_loading import Table, load_table
 from meltwater.planner.table.table_source import TableSource
+from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import (
     LINEAGE_FIELDS,
     LINEAGE_IDS,
@@ -45,6 +46,7 @@ from meltwater.stream.engine.changes.change_schema import (
     key_image_columns,
 )
 from meltwater.stream.engine.decode.arrow_schema import nullable_except, to_arrow_schema
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class ChangeFeed:
     def output_schema(self) -> pa.Schema:
         """The Arrow schema of the change rows: the selected table columns, then the change
         metadata columns."""
-        from meltwater.stream.engine.changes.reconstruction import metadata_fields
+        from meltwater.stream.engine.changes.change_columns import metadata_fields
 
         selected = self._selected()
         table_columns = nullable_except(to_arrow_schema(selected),
@@ -80,7 +82,7 @@ class ChangeFeed:
             selected = Schema(selected.fields + lineage, selected.schema_id)
         return selected
 
-    def batches(self, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
+    def batches(self, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
         # Imported here: planning a feed (as a stream's driver does) needs no data reader.
         """Plan the range and reconstruct its change rows, commit by commit, in batches of at
         most `batch_size` rows (net changes: the range's net effect at once)."""
@@ -100,9 +102,12 @@ class ChangeFeed:
                 batch_size=batch_size, row_filter=self.row_filter))
         else:
             commits = planner.plan(self.change_range, appends_only=self.appends_only)
+            scope = (ReadScope.ONE_COMMIT if len(self.change_range.commits) == 1
+                     else ReadScope.COMMITS)
             batches = reconstruct_range(commits, self.schema, self.table.io,
                                         options=self.options, deletes=loader,
-                                        batch_size=batch_size, row_filter=self.row_filter)
+                                        batch_size=batch_size, row_filter=self.row_filter,
+                                        scope=scope)
         for batch in batches:
             if batch.num_rows:
                 yield batch.select(names)
@@ -115,7 +120,7 @@ class ChangeFeed:
         return (self.options.net and not self.appends_only
                 and self.options.equality_deletes == EqualityDeletes.RESOLVE)
 
-    def reader(self, batch_size: int = 131_072) -> pa.RecordBatchReader:
+    def reader(self, batch_size: int = DEFAULT_BATCH_SIZE) -> pa.RecordBatchReader:
         """The change rows as a RecordBatchReader, for pyarrow consumers and sinks."""
         return pa.RecordBatchReader.from_batches(self.output_schema, self.batches(batch_size))
 
@@ -191,7 +196,7 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
             change_type_names: ChangeTypeNames | str = ChangeTypeNames.ICEBERG,
             before_images: BeforeImages | str = BeforeImages.FULL,
             io: FileIO | None = None,
-            batch_size: int = 131_072) -> pa.RecordBatchReader:
+            batch_size: int = DEFAULT_BATCH_SIZE) -> pa.RecordBatchReader:
     """The changes of a table between two snapshots, as a stream of Arrow batches.
 
     The range is (from, to]: `from_*` is exclusive and `to_*` inclusive, each by snapshot

@@ -26,105 +26,35 @@ position 2.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.planner.changes.change_tasks import EqualityChange, EqualityDeletedRowsTask
-from meltwater.planner.scans.tasks import DataFileRef, DeleteFileRef, EqualityDeleteSet
+from meltwater.planner.scans.tasks import DataFileRef, DeleteFileRef
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.fileio import FileIO
+from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import DELETE, INSERT
+from meltwater.stream.engine.changes.changed_keys import aliased, key_sets, positional_deaths
+from meltwater.stream.engine.changes.equality_liveness import EqualityLiveness
+from meltwater.stream.engine.changes.key_shares import KeyShare
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.remote_reads import each_in_order
-from meltwater.stream.engine.deletes.equality_keys import EqualityKeySet, common_type
-from meltwater.stream.engine.deletes.equality_lookup import (
-    EqualityLookup,
-    equality_lookup,
-    extended_lookup,
-    for_set,
-    is_known,
-    restricted_lookup,
-)
+from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
 from meltwater.stream.engine.deletes.key_columns import key_names, key_table
 from meltwater.stream.engine.deletes.loader import DeleteLoader
-from meltwater.stream.engine.scans.reader import DEFAULT_BATCH_SIZE, read_rows_at
-
-
-class KeyShare:
-    """One share of a commit's changed keys, for reading an upsert commit on several
-    executors (`meltwater.planner.changes.micro_batch.CommitPart.key_shares`).
-
-    The expensive part of an upsert commit is reading whole the rows its keys had: random
-    keys land in every row group of every older file, so shares of keys chosen by rank
-    would each decode every file. Keys are shared by where their rows are instead: the
-    candidate files are dealt to the shares by size (largest first, each to the share
-    with the fewest bytes so far), and a key belongs to the share of the largest
-    candidate holding it (ties: the earlier candidate), so each big file is decoded by
-    one share. A key no candidate holds (an upsert inserting a new id) goes by its code
-    modulo the shares; rows of keys no changed delete holds, to share 0. Every reader
-    sees the same candidates and key columns, so each key's rows, deleted and added,
-    are in one share, where carry-over removal and update pairing compare them."""
-
-    def __init__(self, change: EqualityChange, loader: DeleteLoader, names: dict[int, str],
-                 index: int, count: int, candidates: Sequence[DataFileRef],
-                 key_columns: Callable[[DataFileRef], pa.Table]) -> None:
-        refs = change.added + change.removed
-        (key_set,) = _key_sets(refs, loader)  # shareable commits key on one set of ids
-        self.key_set, self.names = key_set, names
-        self.index, self.count = index, count
-        self._candidates = [ref for ref in candidates if change.changed_for(ref)]
-        self._key_columns = key_columns
-        self._owners: tuple[pa.Array, pa.Array] | None = None
-
-    def _owned(self) -> tuple[pa.Array, pa.Array]:
-        """(key codes some candidate holds, the share each belongs to), by the rule above."""
-        if self._owners is not None:
-            return self._owners
-        order = sorted(range(len(self._candidates)),
-                       key=lambda i: (-self._candidates[i].file.file_size_in_bytes, i))
-        loads = [0] * self.count
-        share_of: dict[int, int] = {}
-        for i in order:
-            share = min(range(self.count), key=lambda s: (loads[s], s))
-            share_of[i] = share
-            loads[share] += self._candidates[i].file.file_size_in_bytes
-        rank = {i: r for r, i in enumerate(order)}
-        found = each_in_order(self._candidates, self._key_columns)
-        codes, ranks = [], []
-        for i, keys in enumerate(found):
-            batch = _aliased(keys, self.names)
-            matched = batch.filter(self.key_set.matches(batch))
-            held = pc.unique(pc.drop_null(self.key_set.codes_of(matched)))
-            codes.append(held)
-            ranks.append(pa.array([rank[i]] * len(held), pa.int64()))
-        if not codes:
-            self._owners = (pa.array([], pa.int64()), pa.array([], pa.int64()))
-            return self._owners
-        first = (pa.table({"code": pa.concat_arrays(codes), "rank": pa.concat_arrays(ranks)})
-                 .group_by("code", use_threads=False).aggregate([("rank", "min")]))
-        shares = pa.array([share_of[order[r]] for r in first["rank_min"].to_pylist()],
-                          pa.int64())
-        self._owners = (first["code"].combine_chunks(), shares)
-        return self._owners
-
-    def keeps(self, batch: pa.RecordBatch) -> pa.BooleanArray:
-        """Which rows of a batch (its key columns named as `names` says) are the share's."""
-        codes = self.key_set.codes_of(_aliased(pa.Table.from_batches([batch]), self.names))
-        owned, shares = self._owned()
-        owner = pc.take(shares, pc.index_in(codes, value_set=owned))
-        owner = pc.coalesce(owner, _modulo(codes, self.count))
-        mine = pc.equal(owner, pa.scalar(self.index, pa.int64()))
-        if self.index == 0:
-            mine = pc.or_kleene(mine, pc.is_null(codes))
-        return pc.fill_null(mine, False)
+from meltwater.stream.engine.scans.reader import read_rows_at
 
 
 class EqualityRows:
-    """One commit's equality change, ready to find the rows it changed in data files."""
+    """One commit's equality change, ready to find the rows it changed in data files.
+    `scope` is what the caller reads (one commit, or commits after commits): it decides
+    the lookups liveness is judged with (`equality_liveness`)."""
 
     def __init__(self, change: EqualityChange, projection: Schema, io: FileIO,
-                 loader: DeleteLoader, batch_size: int = DEFAULT_BATCH_SIZE,
+                 loader: DeleteLoader, scope: ReadScope, batch_size: int = DEFAULT_BATCH_SIZE,
                  excluded: Sequence[DeleteFileRef] = (), share: KeyShare | None = None,
                  departing: tuple[Schema, Callable[[pa.RecordBatch], pa.RecordBatch]]
                  | None = None) -> None:
@@ -146,26 +76,22 @@ class EqualityRows:
                 everything += [*equality.global_refs, *equality.scoped_refs]
         self.key_ids = sorted({fid for ref in everything for fid in ref.file.equality_ids or ()})
         self.names = key_names(projection, self.key_ids)
-        self._sets = _key_sets(changed, loader)
+        self._sets = key_sets(changed, loader)
         self.share = share
-        self._lookups: tuple[EqualityLookup | None, EqualityLookup | None] | None = None
-        self._liveness: tuple[EqualityLookup | None, EqualityLookup | None] | None = None
-        self._types: dict[int, pa.DataType] | None = None
+        self.liveness = EqualityLiveness(change, loader, self.names, self._sets, scope)
 
     # -- keys -----------------------------------------------------------------------------
 
     def key_columns(self, ref: DataFileRef) -> pa.Table:
         """The data file's key columns (cached)."""
         table = key_table(ref.file, self.projection, self.key_ids, self.io, self.loader)
-        if self._types is None:
-            self._types = {fid: table.schema.field(self.names[fid]).type
-                           for fid in self.key_ids}
+        self.liveness.learn_types(table)
         return table
 
     def matching(self, keys: pa.Table) -> pa.Array:
         """Positions of the rows whose key a changed delete holds (sorted; of the share's
         keys only, when reading a share)."""
-        batch = _aliased(keys, self.names)
+        batch = aliased(keys, self.names)
         hit = None
         for key_set in self._sets:
             found = key_set.matches(batch)
@@ -179,66 +105,6 @@ class EqualityRows:
 
     # -- liveness -------------------------------------------------------------------------
 
-    def lookups(self) -> tuple[EqualityLookup | None, EqualityLookup | None]:
-        """The equality deletes live before and after the commit, looked up by key (after
-        `key_columns`, which learns the key types)."""
-        if self._lookups is None:
-            assert self._types is not None, "key_columns first: it learns the key types"
-            paths = {fid: (name,) for fid, name in self.names.items()}
-            change = self.change
-            before = (None if change.before is None else equality_lookup(
-                change.before, self.loader, *for_set(change.before, self._types, paths)))
-            if change.after is None:
-                after = None
-            elif before is not None and not change.removed:
-                after = extended_lookup(before, _as_set(change), change.after, self.loader,
-                                        *for_set(change.after, self._types, paths))
-            else:
-                after = equality_lookup(change.after, self.loader,
-                                        *for_set(change.after, self._types, paths))
-            self._lookups = (before, after)
-        return self._lookups
-
-    def liveness_lookups(self) -> tuple[EqualityLookup | None, EqualityLookup | None]:
-        """The lookups `changed_rows` decides with, for rows `matching` found: `lookups`,
-        unless neither is known to the reader and it has not looked at an equality change
-        before (a one-commit read), when lookups of the changed keys only do
-        (`restricted_lookup`): all such rows have those keys. A range's or a stream's
-        later commits build the whole lookups once and extend them from then on."""
-        if self._liveness is None:
-            assert self._types is not None, "key_columns first: it learns the key types"
-            paths = {fid: (name,) for fid, name in self.names.items()}
-            change = self.change
-            sets = [s for s in (change.before, change.after) if s is not None]
-            # with deletes of two sets of fields changed, a row one set matched may have
-            # any key on the other's fields: restricted only by a single set
-            if self._lookups is not None or not sets or len(self._sets) != 1 or any(
-                    is_known(s, self.loader, *for_set(s, self._types, paths)) for s in sets
-                    ) or not self.loader.first_time("equality-change"):
-                self._liveness = self.lookups()
-            else:
-                self._liveness = (self._restricted(change.before, paths),
-                                  self._restricted(change.after, paths))
-        return self._liveness
-
-    def _restricted(self, equality: EqualityDeleteSet | None,
-                    paths: Mapping[int, tuple[str, ...]]) -> EqualityLookup | None:
-        if equality is None:
-            return None
-        assert self._types is not None
-        return restricted_lookup(equality, self.loader, *for_set(equality, self._types, paths),
-                                 within=self._changed_keys)
-
-    def _changed_keys(self, ids: tuple[int, ...], keys: pa.Table) -> pa.BooleanArray | None:
-        """Which delete keys (columns named by field id) a changed delete holds; None when
-        no changed delete keys on the same fields (then all are kept)."""
-        for key_set in self._sets:
-            if key_set.field_ids == ids:
-                return key_set.matches(pa.RecordBatch.from_arrays(
-                    [keys.column(str(fid)).combine_chunks() for fid in ids],
-                    names=[_alias(fid) for fid in ids]))
-        return None
-
     def changed_rows(self, ref: DataFileRef, positions: pa.Array, keys: pa.Table,
                      positional_before: pa.Array | None, positional_after: pa.Array | None
                      ) -> tuple[pa.Array, pa.Array]:
@@ -249,8 +115,8 @@ class EqualityRows:
         if len(positions) == 0:
             empty = pa.array([], pa.int64())
             return empty, empty
-        batch = _aliased(keys.take(positions), self.names)
-        before, after = self.liveness_lookups()
+        batch = aliased(keys.take(positions), self.names)
+        before, after = self.liveness.for_changed_rows()
         live_before = self._live(batch, ref, positions, before, positional_before)
         live_after = self._live(batch, ref, positions, after, positional_after)
         leaving = pc.and_not(live_before, live_after)
@@ -276,7 +142,7 @@ class EqualityRows:
         """Rows a trusted (excluded) delete of the commit holds the key of."""
         trusted = [r for r in self.change.added if r.key in self.excluded]
         hit = pa.repeat(pa.scalar(False), batch.num_rows)
-        for key_set in _key_sets(trusted, self.loader):
+        for key_set in key_sets(trusted, self.loader):
             hit = pc.or_(hit, key_set.matches(batch))
         return hit
 
@@ -289,9 +155,9 @@ class EqualityRows:
         seqs = pa.nulls(len(positions), pa.int64())
         if len(positions) and self.key_ids and self.change.after is not None:
             keys = self.key_columns(ref)
-            _, after = self.lookups()
+            _, after = self.liveness.whole()
             if after is not None:
-                first = after.first_after(_aliased(keys.take(positions), self.names),
+                first = after.first_after(aliased(keys.take(positions), self.names),
                                           ref.file, ref.sequence_number)
                 if first is not None:
                     seqs = first
@@ -310,7 +176,7 @@ class EqualityRows:
         if not reached:
             return
         self.key_columns(reached[0])  # learns the key types the lookups are built with
-        self.liveness_lookups()
+        self.liveness.for_changed_rows()
 
         def resolve(ref: DataFileRef) -> tuple[DataFileRef, pa.Array, pa.Array] | None:
             keys = self.key_columns(ref)
@@ -365,70 +231,3 @@ class EqualityRows:
                                sequence_number=ref.sequence_number, deletes=self.loader,
                                batch_size=self.batch_size)
         yield from batches if widen is None else map(widen, batches)
-
-
-def _key_sets(refs: Sequence[DeleteFileRef], loader: DeleteLoader) -> list[EqualityKeySet]:
-    """Equality delete files' distinct keys, one set per equality field ids, looked up in
-    batches under `_alias(field id)`."""
-    groups: dict[tuple[int, ...], list[pa.Table]] = {}
-    for ref in refs:
-        ids = tuple(ref.file.equality_ids or ())
-        groups.setdefault(ids, []).append(loader.equality_keys(ref.file))
-    sets = []
-    for ids, tables in groups.items():
-        names = [str(fid) for fid in ids]
-        types = [tables[0].schema.field(n).type for n in names]
-        for table in tables[1:]:
-            types = [common_type(t, table.schema.field(n).type)
-                     for t, n in zip(types, names, strict=True)]
-        schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
-        keys = pa.concat_tables([t.select(names).cast(schema) for t in tables])
-        if keys.num_rows:
-            sets.append(EqualityKeySet(ids, keys, {fid: (_alias(fid),) for fid in ids}))
-    return sets
-
-
-def _modulo(codes: pa.Array, count: int) -> pa.Array:
-    whole = pc.multiply(pc.divide(codes, pa.scalar(count, pa.int64())),
-                        pa.scalar(count, pa.int64()))
-    return pc.subtract(codes, whole)
-
-
-def positional_deaths(loader: DeleteLoader, ref: DataFileRef, positions: pa.Array,
-                      deletes: Sequence[DeleteFileRef], seqs: pa.Array | None = None
-                      ) -> pa.Array:
-    """`seqs` (or nulls) with each still-null row at `positions` given the sequence number
-    of the first of `deletes` (position deletes and DVs) that deletes it."""
-    found = seqs if seqs is not None else pa.nulls(len(positions), pa.int64())
-    for delete in sorted(deletes, key=lambda r: r.sequence_number):
-        mask = loader.deletion_mask([delete.file], ref.file.file_path)
-        if mask is None:
-            continue
-        hit = pc.and_(pc.is_in(positions, value_set=mask.positions), pc.is_null(found))
-        found = pc.if_else(hit, pa.scalar(delete.sequence_number, pa.int64()), found)
-    return found
-
-
-def _alias(fid: int) -> str:
-    return f"__meltwater_key_{fid}"
-
-
-def _aliased(keys: pa.Table, names: dict[int, str]) -> pa.RecordBatch:
-    """The key columns as one batch, each also under `_alias(field id)`, where the changed
-    deletes' key sets look for it."""
-    keys = keys.combine_chunks()
-    arrays = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
-    fields = list(keys.schema)
-    for fid, name in names.items():
-        if keys.schema.get_field_index(_alias(fid)) >= 0:
-            continue  # aliased already
-        arrays.append(keys.column(name).combine_chunks())
-        fields.append(pa.field(_alias(fid), keys.schema.field(name).type))
-    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def _as_set(change: EqualityChange) -> EqualityDeleteSet:
-    """The deletes a commit added, global and scoped apart, as a set of their own."""
-    return EqualityDeleteSet(
-        tuple(r for r in change.added if r.key in change.global_keys),
-        tuple(r for r in change.added if r.key not in change.global_keys))

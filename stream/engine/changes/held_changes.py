@@ -38,11 +38,13 @@ from meltwater.planner.changes.commit_units import CommitSplit
 from meltwater.planner.expressions.tree import TRUE, AlwaysTrue, Expression
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.fileio import FileIO
+from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import ChangeOptions, key_schema
-from meltwater.stream.engine.changes.reconstruction import commit_reader, reconstruct
+from meltwater.stream.engine.changes.commit_reader import CommitReader
+from meltwater.stream.engine.changes.reconstruction import reconstruct
 from meltwater.stream.engine.changes.updates import column_by_id, content_columns, row_codes
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.deletes.loader import DeleteLoader
-from meltwater.stream.engine.scans.reader import DEFAULT_BATCH_SIZE
 from meltwater.stream.errors import ChangeOptionError, MissingIdentifierColumnError
 
 if TYPE_CHECKING:
@@ -51,31 +53,34 @@ if TYPE_CHECKING:
 
 def read_parts(parts: Iterable[CommitPart], io: FileIO, options: ChangeOptions,
                deletes: DeleteLoader | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
-               row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+               row_filter: Expression = TRUE,
+               scope: ReadScope = ReadScope.COMMITS) -> Iterator[pa.RecordBatch]:
     """The change rows of commit parts, in order: what one Spark partition of a stream or
     a batch change read emits (before conforming to the Spark schema). `row_filter` is
-    for reads without update pairing (`reconstruct`'s, applied before it)."""
+    for reads without update pairing (`reconstruct`'s, applied before it). `scope`: a
+    stream's parts are COMMITS (its executors keep their loaders from micro-batch to
+    micro-batch); a batch read of one commit says ONE_COMMIT."""
     loader = deletes if deletes is not None else DeleteLoader(io)
     for part in parts:
         if part.share is not None:  # one share of a commit's keys (`CommitPart.key_shares`)
             yield from reconstruct(part.changes, part.projection, io, options=options,
                                    deletes=loader, batch_size=batch_size,
-                                   row_filter=row_filter, share=part.share)
+                                   row_filter=row_filter, share=part.share, scope=scope)
             continue
         yield from part_changes(part.changes, part.projection, part.pairing, io,
                                 options=options, deletes=loader, batch_size=batch_size,
-                                row_filter=row_filter)
+                                row_filter=row_filter, scope=scope)
 
 
 def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit | None,
                  io: FileIO, *, options: ChangeOptions, deletes: DeleteLoader,
-                 batch_size: int = DEFAULT_BATCH_SIZE,
-                 row_filter: Expression = TRUE) -> Iterator[pa.RecordBatch]:
+                 batch_size: int = DEFAULT_BATCH_SIZE, row_filter: Expression = TRUE,
+                 scope: ReadScope = ReadScope.COMMITS) -> Iterator[pa.RecordBatch]:
     """The change rows one part of a commit contributes (see the module doc); a part
     without `split` (a whole commit, or one nothing can pair across) is read as is."""
     if split is None or not options.pairs_updates:
         yield from reconstruct(changes, projection, io, options=options, deletes=deletes,
-                               batch_size=batch_size, row_filter=row_filter)
+                               batch_size=batch_size, row_filter=row_filter, scope=scope)
         return
     if not isinstance(row_filter, AlwaysTrue):
         raise ChangeOptionError("a row filter cannot apply before update pairing: it would "
@@ -85,8 +90,8 @@ def part_changes(changes: CommitChanges, projection: Schema, split: CommitSplit 
     def reader(units: Sequence[int], schema: Schema):
         indices = sorted(i for u in units for i in split.units[u])
         commit = CommitChanges(changes.commit, tuple(split.tasks[i] for i in indices))
-        return commit_reader(commit, schema, io, options=options, deletes=deletes,
-                             batch_size=batch_size)
+        return CommitReader(commit, schema, io, options, deletes, scope,
+                            batch_size=batch_size)
 
     shared, holders = _shared_keys(
         {u: reader([u], key_schema(projection, ids)).raw_table()

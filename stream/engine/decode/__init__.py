@@ -7,5 +7,6 @@ The bottom room of the engine: it imports only the planner and `meltwater.stream
 - `arrow_schema`: Iceberg types as Arrow types, internal values as Arrow scalars;
 - `arrow_filter`: bound row filters as `pyarrow.compute` expressions (residuals);
 - `arrow_constants`: columns of one repeated value, built without visiting rows;
-- `remote_reads`: many small reads at a time where files wait on the network.
+- `remote_reads`: many small reads at a time where files wait on the network;
+- `batch_size`: the rows a batch holds at most (`DEFAULT_BATCH_SIZE`).
 """

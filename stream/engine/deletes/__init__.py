@@ -3,8 +3,10 @@
 Above `decode`.
 
 - `delete_files`: position delete files, deletion vectors and equality keys read from one file;
-- `loader`: `DeleteLoader`, which reads them once per process and keeps them (an LRU
-  bounded in bytes), and `DeletionMask`, a data file's deleted positions;
+- `cache`: `DeleteCache`, one LRU bounded in bytes, and its typed `Shelf`s, one per kind
+  of entry;
+- `loader`: `DeleteLoader`, which reads delete files once per process and keeps them on its
+  shelves, and `DeletionMask`, a data file's deleted positions;
 - `equality_keys`: key sets rows are matched against, null-safe and across promotions;
 - `equality_lookup`: a table state's equality deletes as key -> newest sequence number;
 - `key_columns`: a data file's key columns, read alone for matching by key.

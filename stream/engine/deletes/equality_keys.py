@@ -4,7 +4,7 @@ The spec matches an equality delete's key to a row's values with null equal to n
 Arrow's joins do not do, and an older data file may hold a key column in a narrower type
 than the delete file (int before the table widened it to long). `EqualityKeySet` codes each
 distinct key densely and answers, per batch, each row's key code (null: no delete holds
-that key), which is all `EqualityDeletes` (a task's own delete files) and
+that key), which is all `EqualityKeySets` (a task's own delete files) and
 `meltwater.stream.engine.deletes.equality_lookup` (a scan's shared ones) need.
 
 Two codings, chosen by the key:
@@ -152,7 +152,7 @@ class EqualityKeySet:
         return pc.is_valid(self.codes_of(batch))
 
 
-class EqualityDeletes:
+class EqualityKeySets:
     """All equality key sets of one task; a row is deleted when any set matches it."""
 
     def __init__(self, sets: list[EqualityKeySet]) -> None:

@@ -20,23 +20,24 @@ is live (5 < 6), keys 2 and 3 are deleted (8 > 6); in one of sequence 9, all are
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.planner.scans.tasks import DeleteFileRef, EqualityDeleteSet
-from meltwater.planner.spec.files import DataFile
+from meltwater.planner.spec.files import DataFile, PartitionKey
 from meltwater.stream.engine.decode.remote_reads import each_in_order
+from meltwater.stream.engine.deletes.cache import DeleteCache, Shelf
 from meltwater.stream.engine.deletes.equality_keys import EqualityKeySet, common_type
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 from meltwater.stream.errors import CorruptDeleteFileError
 
 _SEQ = "__meltwater_sequence_number"
 
-Scope = Any  # None for global deletes, else a data file's `partition_key`
+Scope = PartitionKey | None  # None for global deletes
 # which rows of a group's delete keys (columns named by field id) a lookup keeps; None: all
 KeyFilter = Callable[[tuple[int, ...], pa.Table], pa.BooleanArray | None]
 
@@ -166,6 +167,61 @@ class EqualityLookup:
         return EqualityLookup(layers)
 
 
+@dataclass(frozen=True)
+class KeyTyping:
+    """The key columns a lookup matches rows by: per field id, its Arrow type (as text)
+    and its path in the batches. Readers of the same columns share one lookup."""
+
+    columns: tuple[tuple[int, str, tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, key_types: Mapping[int, pa.DataType],
+           key_paths: Mapping[int, tuple[str, ...]]) -> KeyTyping:
+        """The typing of key columns of `key_types` at `key_paths` (by field id)."""
+        return cls(tuple(sorted((fid, str(t), key_paths[fid]) for fid, t in key_types.items())))
+
+
+@dataclass(frozen=True)
+class LookupKey:
+    """A lookup of one set of equality delete files for one key typing."""
+
+    deletes: tuple[tuple[str, int | None], ...]  # the set's files (`EqualityDeleteSet.key`)
+    typing: KeyTyping
+
+    @classmethod
+    def of(cls, equality: EqualityDeleteSet, key_types: Mapping[int, pa.DataType],
+           key_paths: Mapping[int, tuple[str, ...]]) -> LookupKey:
+        """The key of `equality`'s lookup for those key columns."""
+        return cls(equality.key, KeyTyping.of(key_types, key_paths))
+
+
+class Lookups(Shelf[LookupKey, EqualityLookup]):
+    """Equality lookups, and per key typing the newest one built or extended: the one a
+    reader of a later commit (whose set holds that one's files and more) extends."""
+
+    def __init__(self, cache: DeleteCache) -> None:
+        super().__init__(cache)
+        self._newest: dict[KeyTyping, LookupKey] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def size_of(value: EqualityLookup) -> int:
+        """The lookup's Arrow buffers' bytes."""
+        return value.nbytes
+
+    def note_newest(self, key: LookupKey) -> None:
+        """Remember `key` as its typing's newest lookup."""
+        with self._lock:
+            self._newest[key.typing] = key
+
+    def newest(self, typing: KeyTyping) -> tuple[LookupKey, EqualityLookup] | None:
+        """(key, lookup) of the typing's newest lookup, while the cache still holds it."""
+        with self._lock:
+            key = self._newest.get(typing)
+        found = None if key is None else self.peek(key)
+        return None if key is None or found is None else (key, found)
+
+
 def set_field_ids(equality: EqualityDeleteSet) -> set[int]:
     """Every field id the set's delete files key on."""
     return {fid for ref in equality.global_refs + equality.scoped_refs
@@ -199,21 +255,20 @@ def equality_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
     the set (an executor of a stream that read an earlier commit of the table, not the
     one just before), that one is extended by the rest instead of building the whole
     backlog's anew."""
-    key = _cache_key(equality, key_types, key_paths)
-    kind = ("equality-lookup", key[2])
-    found = loader.peek(key)
+    lookups = loader.shelf(Lookups)
+    key = LookupKey.of(equality, key_types, key_paths)
+    found = lookups.peek(key)
     if found is None:
-        base = _extendable(equality, loader, key)
+        base = _extendable(equality, lookups, key)
         if base is not None:
-            have = set(base[0][1])
+            have = set(base[0].deletes)
             added = EqualityDeleteSet(
                 tuple(r for r in equality.global_refs if r.key not in have),
                 tuple(r for r in equality.scoped_refs if r.key not in have))
-            lookup: EqualityLookup = base[1]
-            found = extended_lookup(lookup, added, equality, loader, key_types, key_paths)
+            found = extended_lookup(base[1], added, equality, loader, key_types, key_paths)
         else:
-            found = loader.cached(key, lambda: _build(equality, loader, key_types, key_paths))
-    loader.note_newest(kind, key)
+            found = lookups.get(key, lambda: _build(equality, loader, key_types, key_paths))
+    lookups.note_newest(key)
     return found
 
 
@@ -222,16 +277,17 @@ def is_known(equality: EqualityDeleteSet, loader: DeleteLoader,
              key_paths: Mapping[int, tuple[str, ...]]) -> bool:
     """Whether `equality_lookup` would find the set's lookup in `loader`, or one it
     extends, rather than build the whole backlog's."""
-    key = _cache_key(equality, key_types, key_paths)
-    return loader.peek(key) is not None or _extendable(equality, loader, key) is not None
+    lookups = loader.shelf(Lookups)
+    key = LookupKey.of(equality, key_types, key_paths)
+    return lookups.peek(key) is not None or _extendable(equality, lookups, key) is not None
 
 
-def _extendable(equality: EqualityDeleteSet, loader: DeleteLoader, key: tuple[Any, ...]
-                ) -> tuple[Any, EqualityLookup] | None:
-    """(cache key, lookup) of the newest lookup of the same key typing, if it is of a
-    subset of the set's delete files."""
-    base = loader.newest(("equality-lookup", key[2]))
-    return base if base is not None and set(base[0][1]) <= set(equality.key) else None
+def _extendable(equality: EqualityDeleteSet, lookups: Lookups, key: LookupKey
+                ) -> tuple[LookupKey, EqualityLookup] | None:
+    """(key, lookup) of the newest lookup of the same key typing, if it is of a subset of
+    the set's delete files."""
+    base = lookups.newest(key.typing)
+    return base if base is not None and set(base[0].deletes) <= set(equality.key) else None
 
 
 def restricted_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
@@ -257,27 +313,18 @@ def extended_lookup(base: EqualityLookup, added: EqualityDeleteSet, after: Equal
     """The lookup of `after`, which is `base`'s set plus `added`: `base` extended, and
     cached as `after`'s, so the next commit of a range finds the deletes live before it
     already looked up."""
-    def extend() -> tuple[EqualityLookup, int]:
-        lookup = base.extended(added, loader, key_types, key_paths)
-        return lookup, lookup.nbytes
-
-    key = _cache_key(after, key_types, key_paths)
-    found = loader.cached(key, extend)
-    loader.note_newest(("equality-lookup", key[2]), key)
+    lookups = loader.shelf(Lookups)
+    key = LookupKey.of(after, key_types, key_paths)
+    found = lookups.get(key, lambda: base.extended(added, loader, key_types, key_paths))
+    lookups.note_newest(key)
     return found
-
-
-def _cache_key(equality: EqualityDeleteSet, key_types: Mapping[int, pa.DataType],
-               key_paths: Mapping[int, tuple[str, ...]]) -> tuple[Any, ...]:
-    signature = tuple(sorted((fid, str(t), key_paths[fid]) for fid, t in key_types.items()))
-    return ("equality-lookup", equality.key, signature)
 
 
 def _build(equality: EqualityDeleteSet, loader: DeleteLoader,
            key_types: Mapping[int, pa.DataType], key_paths: Mapping[int, tuple[str, ...]]
-           ) -> tuple[EqualityLookup, int]:
-    lookup = EqualityLookup([_layer(equality, loader, key_types, key_paths)])
-    return lookup, lookup.nbytes
+           ) -> EqualityLookup:
+    """The whole set's lookup, built anew."""
+    return EqualityLookup([_layer(equality, loader, key_types, key_paths)])
 
 
 def _layer(equality: EqualityDeleteSet, loader: DeleteLoader,

@@ -3,14 +3,15 @@
 A change read finds the rows a commit's equality deletes remove by their keys (the
 deletes' `equality_ids` columns): it reads only those columns of the data files the deletes
 may reach, a few bytes a row where the whole row is tens or hundreds, and reads whole rows
-only where a key matched. The columns are kept in the reader's `DeleteLoader` (its cache is
-bounded by bytes), so a range or a stream reads each file's keys once however many
-commits' deletes reach it.
+only where a key matched. The columns are kept on a shelf of the reader's `DeleteLoader`
+(`KeyColumns`; its cache is bounded by bytes), so a range or a stream reads each file's
+keys once however many commits' deletes reach it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -20,9 +21,23 @@ from meltwater.planner.table.fileio import FileIO
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
 from meltwater.stream.engine.decode.formats import open_source
 from meltwater.stream.engine.decode.projection import FileProjection
+from meltwater.stream.engine.deletes.cache import ArrowShelf
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 
 _READ_BATCH = 1 << 20
+
+
+@dataclass(frozen=True)
+class KeyColumnsKey:
+    """A data file's key columns as a reader of one projection reads them."""
+
+    data_file: str  # its path
+    key_ids: tuple[int, ...]
+    read_schema: str  # the projection's Arrow schema, as text: the columns' types and names
+
+
+class KeyColumns(ArrowShelf[KeyColumnsKey, pa.Table]):
+    """Data files' key columns, in position order."""
 
 
 def key_names(projection: Schema, key_ids: Sequence[int]) -> dict[int, str]:
@@ -39,9 +54,8 @@ def key_table(data_file: DataFile, projection: Schema, key_ids: Sequence[int], i
     of `projection` would read them: a column of the projection by its type there (an
     older file's narrower column widened, a column added later as its initial default),
     any other one as the file has it. Cached in `loader`."""
-    signature = (tuple(key_ids), str(to_arrow_schema(projection)))
-    return loader.cached(("key-columns", data_file.file_path, signature),
-                         lambda: _sized(_read(data_file, projection, key_ids, io)))
+    key = KeyColumnsKey(data_file.file_path, tuple(key_ids), str(to_arrow_schema(projection)))
+    return loader.shelf(KeyColumns).get(key, lambda: _read(data_file, projection, key_ids, io))
 
 
 def _read(data_file: DataFile, projection: Schema, key_ids: Sequence[int], io: FileIO
@@ -63,6 +77,3 @@ def _read(data_file: DataFile, projection: Schema, key_ids: Sequence[int], io: F
         return pa.schema([pa.field(name, types[name]) for name in columns]).empty_table()
     return pa.Table.from_batches(batches).combine_chunks()
 
-
-def _sized(table: pa.Table) -> tuple[pa.Table, int]:
-    return table, table.nbytes

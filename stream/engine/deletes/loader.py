@@ -9,15 +9,16 @@ tools for `meltwater.stream.engine.scans.reader`:
   `deletion-vector-v1` blob in a Puffin file). `keep(first, n)` is the keep-mask of a batch
   covering file positions [first, first + n): two binary searches and one Arrow scatter, no
   per-row Python.
-- `EqualityDeletes`: the key sets of a task's equality delete files, one per distinct
+- `EqualityKeySets`: the key sets of a task's equality delete files, one per distinct
   `equality_ids` (a row is deleted when it matches any set), matched null-safely as the
   spec requires (`meltwater.stream.engine.deletes.equality_keys`). A scan's shared equality
   deletes are one lookup instead (`meltwater.stream.engine.deletes.equality_lookup`).
 
-`DeleteLoader` caches what it read (an LRU bounded by Arrow bytes), because one
-partition-scoped position delete file or one equality delete file applies to many data
-files of a task group. It is thread-safe: `meltwater.stream.engine.scans.scan` shares one loader
-across its reader threads, and two threads wanting the same file wait for a single read.
+`DeleteLoader` keeps what it read in a `DeleteCache` (`meltwater.stream.engine.deletes.
+cache`: one LRU bounded in bytes, one shelf a kind of entry), because one partition-scoped
+position delete file or one equality delete file applies to many data files of a task
+group. It is thread-safe: `meltwater.stream.engine.scans.scan` shares one loader across its
+reader threads, and two threads wanting the same file wait for a single read.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import bisect
 import contextlib
 import threading
 import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +38,12 @@ from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.spec.files import DataFile
 from meltwater.planner.table.fileio import FileIO
 from meltwater.stream.engine.decode.remote_reads import read_each, waits_on_network
+from meltwater.stream.engine.deletes.cache import (
+    DEFAULT_CACHE_BYTES,
+    ArrowShelf,
+    DeleteCache,
+    Shelf,
+)
 from meltwater.stream.engine.deletes.delete_files import (
     read_deletion_vector,
     read_equality_keys,
@@ -44,13 +51,52 @@ from meltwater.stream.engine.deletes.delete_files import (
     sorted_positions,
 )
 from meltwater.stream.engine.deletes.equality_keys import (
-    EqualityDeletes,
     EqualityKeySet,
+    EqualityKeySets,
     common_type,
 )
 from meltwater.stream.errors import CorruptDeleteFileError
 
-DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+S = TypeVar("S", bound="Shelf[Any, Any]")  # any kind of shelf (each typed itself)
+
+
+@dataclass(frozen=True)
+class PositionFileKey:
+    """A position delete file, cached whole: positions by the data file they delete in."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class DeletionVectorKey:
+    """One deletion vector: its Puffin file and the blob's offset in it."""
+
+    path: str
+    offset: int | None
+
+
+@dataclass(frozen=True)
+class EqualityKeysKey:
+    """An equality delete file's keys."""
+
+    path: str
+
+
+class PositionFiles(Shelf[PositionFileKey, dict[str, pa.Array]]):
+    """Position delete files read whole: sorted positions by data file path."""
+
+    @staticmethod
+    def size_of(value: dict[str, pa.Array]) -> int:
+        """The positions' bytes and the paths' characters."""
+        return sum(a.nbytes + len(k) for k, a in value.items())
+
+
+class DeletionVectors(ArrowShelf[DeletionVectorKey, pa.Array]):
+    """Deletion vectors' positions, sorted."""
+
+
+class EqualityKeyTables(ArrowShelf[EqualityKeysKey, pa.Table]):
+    """Equality delete files' keys, a column per equality field id named by the id."""
 
 
 class DeletionMask:
@@ -79,46 +125,31 @@ class DeletionMask:
         return pc.is_null(pc.scatter(offsets, offsets, max_index=n - 1))
 
 class DeleteLoader:
-    """Reads delete files once per loader and caches their parsed contents (LRU by bytes)."""
-
+    """Reads delete files once per loader and keeps their parsed contents (see the module
+    doc). What others derive from immutable files once per reader (a data file's key
+    columns, a backlog's equality lookup) goes on shelves of the same cache (`shelf`)."""
 
     def __init__(self, io: FileIO, *, max_cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.io = io
-        self.max_cache_bytes = max_cache_bytes
-        self._cache: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self._cached_bytes = 0
-        self._lock = threading.Lock()
-        self._loading: dict[Any, threading.Lock] = {}
-        self.reads = 0  # delete file reads, for tests and stats
-        # the newest cache key of a kind (e.g. an equality lookup of one key typing), for a
-        # reader that can extend what is cached instead of building anew
-        self._newest: dict[Any, Any] = {}
-        self._asked: set[Any] = set()
+        self.cache = DeleteCache(max_cache_bytes)
+        self._positions = PositionFiles(self.cache)
+        self._vectors = DeletionVectors(self.cache)
+        self._equality_keys = EqualityKeyTables(self.cache)
+        self._shelves: dict[type[Shelf[Any, Any]], Shelf[Any, Any]] = {}
+        self._shelves_lock = threading.Lock()
 
-    # -- cache ---------------------------------------------------------------------------
+    @property
+    def reads(self) -> int:
+        """Entries read into the cache (delete files, key columns, lookups built)."""
+        return self.cache.reads
 
-    def _cached(self, key: Any, load: Callable[[], tuple[Any, int]]) -> Any:
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit[0]
-            key_lock = self._loading.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                hit = self._cache.get(key)
-                if hit is not None:
-                    return hit[0]
-            value, size = load()
-            with self._lock:
-                self.reads += 1
-                self._loading.pop(key, None)
-                self._cache[key] = (value, size)
-                self._cached_bytes += size
-                while self._cached_bytes > self.max_cache_bytes and len(self._cache) > 1:
-                    _, (_, evicted) = self._cache.popitem(last=False)
-                    self._cached_bytes -= evicted
-            return value
+    def shelf(self, kind: type[S]) -> S:
+        """This loader's shelf of a kind, made on first use, on the loader's cache."""
+        with self._shelves_lock:
+            found = self._shelves.get(kind)
+            if found is None:
+                found = self._shelves[kind] = kind(self.cache)
+            return cast(S, found)  # made as `kind` above
 
     # -- positions -----------------------------------------------------------------------
 
@@ -140,17 +171,15 @@ class DeleteLoader:
         if file.is_deletion_vector:
             if file.referenced_data_file not in (None, data_file_path):
                 return pa.array([], pa.int64())
-            return self._cached(("dv", *file.key),
-                                lambda: _sized(read_deletion_vector(self.io, file)))
+            return self._vectors.get(DeletionVectorKey(file.file_path, file.content_offset),
+                                     lambda: read_deletion_vector(self.io, file))
         found = self._position_file(file).get(data_file_path)
         return found if found is not None else pa.array([], pa.int64())
 
     def _position_file(self, file: DataFile) -> dict[str, pa.Array]:
         """A position delete file's sorted positions by the data file path they delete in."""
-        by_path: dict[str, pa.Array] = self._cached(
-            ("pos", file.file_path),
-            lambda: _sized_dict(read_position_deletes(self.io, file)))
-        return by_path
+        return self._positions.get(PositionFileKey(file.file_path),
+                                   lambda: read_position_deletes(self.io, file))
 
     def read_positions(self, files: Sequence[DataFile]) -> None:
         """Read position delete files and DVs into the cache now rather than on first use,
@@ -158,7 +187,7 @@ class DeleteLoader:
         fails is left for its first use, which raises the error where the rows are read.
         Stops once the files read ahead by this call would fill half the cache (8 bytes a
         position), so what one reader thread reads ahead is not evicted before it is used."""
-        budget = self.max_cache_bytes // 2
+        budget = self.cache.max_bytes // 2
         seen: set[tuple[str, int | None]] = set()
         chosen: list[DataFile] = []
         for file in files:
@@ -182,50 +211,14 @@ class DeleteLoader:
 
     # -- equality ------------------------------------------------------------------------
 
-    def cached(self, key: Any, load: Callable[[], tuple[Any, int]]) -> Any:
-        """`load()`'s value (with its size in bytes), kept in the loader's cache under
-        `key`: for what is derived from delete files once per reader, as a scan's
-        equality lookup (`meltwater.stream.engine.deletes.equality_lookup`)."""
-        return self._cached(key, load)
-
-    def peek(self, key: Any) -> Any | None:
-        """The value cached under `key`, or None; loads nothing."""
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is None:
-                return None
-            self._cache.move_to_end(key)
-            return hit[0]
-
-    def note_newest(self, kind: Any, key: Any) -> None:
-        """Remember `key` as the newest cache entry of `kind` (see `newest`)."""
-        with self._lock:
-            self._newest[kind] = key
-
-    def first_time(self, kind: Any) -> bool:
-        """Whether this loader is asked about `kind` for the first time (the next time is
-        not): for what is worth doing only when nothing was read before it."""
-        with self._lock:
-            first = kind not in self._asked
-            self._asked.add(kind)
-            return first
-
-    def newest(self, kind: Any) -> tuple[Any, Any] | None:
-        """(key, value) of the newest entry noted for `kind`, while it is still cached."""
-        with self._lock:
-            key = self._newest.get(kind)
-            hit = None if key is None else self._cache.get(key)
-            return None if hit is None else (key, hit[0])
-
     def equality_keys(self, file: DataFile) -> pa.Table:
         """The keys of an equality delete file, one column per equality field id (named by
         the id), in the delete file's own types."""
-        table = self._cached(("eq", file.file_path),
-                             lambda: _sized(read_equality_keys(self.io, file)))
-        return table
+        return self._equality_keys.get(EqualityKeysKey(file.file_path),
+                                       lambda: read_equality_keys(self.io, file))
 
     def equality_deletes(self, files: Sequence[DataFile], key_types: dict[int, pa.DataType],
-                         key_paths: dict[int, tuple[str, ...]]) -> EqualityDeletes | None:
+                         key_paths: dict[int, tuple[str, ...]]) -> EqualityKeySets | None:
         """Key sets for a task's equality delete files, typed to match the batches.
 
         `key_types` and `key_paths` give, per equality field id, the column's Arrow type
@@ -251,10 +244,10 @@ class DeleteLoader:
                 keys = _distinct(keys)
             if keys.num_rows:
                 sets.append(EqualityKeySet(ids, keys, key_paths))
-        return EqualityDeletes(sets) if sets else None
+        return EqualityKeySets(sets) if sets else None
 
 
-_shared_loaders: weakref.WeakKeyDictionary[Any, DeleteLoader] = weakref.WeakKeyDictionary()
+_shared_loaders: weakref.WeakKeyDictionary[FileIO, DeleteLoader] = weakref.WeakKeyDictionary()
 _shared_loaders_lock = threading.Lock()
 
 
@@ -268,14 +261,6 @@ def shared_loader(io: FileIO) -> DeleteLoader:
         if loader is None:
             loader = _shared_loaders[io] = DeleteLoader(io)
         return loader
-
-
-def _sized(value: pa.Array | pa.Table) -> tuple[Any, int]:
-    return value, value.nbytes
-
-
-def _sized_dict(value: dict[str, pa.Array]) -> tuple[Any, int]:
-    return value, sum(a.nbytes + len(k) for k, a in value.items())
 
 
 def _distinct(table: pa.Table) -> pa.Table:

@@ -50,6 +50,7 @@ from meltwater.stream.engine.decode.arrow_filter import field_paths, to_arrow_fi
 from meltwater.stream.engine.decode.arrow_schema import (
     to_arrow_type,
 )
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.formats import any_between, open_source
 from meltwater.stream.engine.decode.projection import FileProjection
 from meltwater.stream.engine.deletes.equality_lookup import equality_lookup, for_set, key_field_ids
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
     from meltwater.stream.engine.deletes.loader import DeleteLoader, DeletionMask
 
-DEFAULT_BATCH_SIZE = 131_072
 
 
 

@@ -26,11 +26,11 @@ from meltwater.planner.table.fileio import FileIO
 from meltwater.planner.table.table_loading import Table, load_table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from meltwater.stream.engine.deletes.loader import DeleteLoader
 
-DEFAULT_BATCH_SIZE = 131_072
 # Arrow decodes a bulk scan on its own thread pool; the thread consuming the scan only
 # masks and filters, about a fifth of the decoding work. One consumer per this many reader
 # threads keeps the consumers from falling behind without taking cores from decoding.

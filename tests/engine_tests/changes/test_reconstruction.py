@@ -45,12 +45,9 @@ from meltwater.planner.spec.types import (
     StructType,
 )
 from meltwater.planner.table.fileio import PyArrowFileIO
+from meltwater.stream.engine.changes.change_columns import change_schema
 from meltwater.stream.engine.changes.change_schema import ChangeOptions
-from meltwater.stream.engine.changes.reconstruction import (
-    change_schema,
-    reconstruct,
-    reconstruct_range,
-)
+from meltwater.stream.engine.changes.reconstruction import reconstruct, reconstruct_range
 from meltwater.stream.engine.decode.arrow_schema import field_id
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 from meltwater.stream.engine.scans.reader import read_with_delete_sets
