@@ -1,8 +1,9 @@
 """Following a table over time: the snapshot watcher and the change stream built on it.
 
 - `fs_events` and `snapshot_events`: file-system events and the commits they reveal;
-- `watcher`: `SnapshotWatcher`, which notices new snapshots (events locally, polling on
-  object stores);
+- `watcher`: `SnapshotWatcher`, which notices new snapshots, and `watch_modes`, the ways it
+  notices them (file events locally, polling on object stores, a catalog's answers) as
+  strategy objects;
 - `change_stream`: `ChangeStream`, a change feed that advances micro-batch by micro-batch
   (the Spark-free half of a streaming source; `meltwater.planner.changes.micro_batch` decides what
   each micro-batch reads), coordinating one module per concern: `watched_table` (the table

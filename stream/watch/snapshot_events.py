@@ -22,10 +22,14 @@ Only the main branch is followed (the table's current snapshot). Example::
 from __future__ import annotations
 
 import datetime as dt
+import logging
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from meltwater.planner.table.metadata import Snapshot, TableMetadata
+
+log = logging.getLogger(__name__)
 
 
 def _count(summary: dict[str, str], key: str) -> int | None:
@@ -175,3 +179,38 @@ def _diverged(metadata: TableMetadata, chain: list[Snapshot], cursor: int) -> Ne
     if not fresh:  # rolled back to one of the cursor's ancestors: report where it went
         return NewCommits((chain[0],), reset=True)
     return NewCommits(tuple(reversed(fresh)), reset=True)
+
+
+class EventQueue:
+    """Events waiting for a consumer to collect them, at most `size` (0 keeps none): beyond
+    it the oldest are dropped with a warning, so memory stays bounded when nobody collects.
+    Not thread-safe: its owner (`SnapshotWatcher`) holds its lock around every call."""
+
+    def __init__(self, size: int, location: str) -> None:
+        self.size = size
+        self._location = location  # what messages call the table
+        self._pending: deque[SnapshotEvent] = deque()
+        self._dropped = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def add(self, events: list[SnapshotEvent]) -> None:
+        """Queue events, dropping the oldest beyond `size`."""
+        if self.size == 0:
+            return
+        self._pending.extend(events)
+        overflow = len(self._pending) - self.size
+        if overflow > 0:
+            for _ in range(overflow):
+                self._pending.popleft()
+            self._dropped += overflow
+            log.warning("watcher of %s: %d events were not collected by wait() and were "
+                        "dropped (queue_size=%d); restart with after=<last snapshot handled> "
+                        "to catch up", self._location, self._dropped, self.size)
+
+    def take(self) -> list[SnapshotEvent]:
+        """Every queued event, oldest first; the queue is empty after."""
+        events = list(self._pending)
+        self._pending.clear()
+        return events

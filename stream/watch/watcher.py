@@ -8,17 +8,16 @@ A table changes by one atomic step: a new `metadata/*.metadata.json` becomes cur
 the table next sees. It looks again when something may have changed:
 
 - **events** (local tables): watchdog tells of files created, renamed, closed after
-  writing or deleted in `metadata/` (see `fs_events`); only `version-hint.text` and
-  committed metadata names wake it, never temporary files or manifests. A slow safety look
-  (`interval`, default 30 s) covers a missed event, and a deleted `metadata/` is polled for
-  until it is back.
+  writing or deleted in `metadata/`; only `version-hint.text` and committed metadata names
+  wake it. A slow safety look (`interval`, default 30 s) covers a missed event.
 - **polling** (`poll=True`, and any non-local URI such as `s3://`): through `pyarrow.fs`,
-  after 50 ms, doubling while nothing changes up to `interval` (default 2 s), back to
-  50 ms on a change.
+  backing off from 50 ms to `interval` (default 2 s) while nothing changes.
 - **catalog** (a table named `catalog.namespace.table`): one `loadTable` every `interval`
-  (default 1 s: 60 requests a minute while idle), whose answer is the current metadata
-  file and fresh FileIO properties (vended credentials are renewed by the same request).
-  A failing catalog is asked again after 2 s, doubling up to 60 s, and a warning says so.
+  (default 1 s), whose answer is the current metadata file and fresh FileIO properties
+  (vended credentials are renewed by the same request).
+
+Each is a strategy object (`watch_modes`), chosen once (events turn to polling for good
+when `metadata/` cannot be watched).
 
 A metadata file that does not parse yet (half written by a writer that does not rename) is
 never reported nor an error: the watcher looks again shortly. Each new metadata file is
@@ -44,14 +43,11 @@ warning, if nobody collects them), and only the newest metadata is kept.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
 
 from meltwater.planner.errors import (
     CorruptMetadataError,
@@ -64,20 +60,19 @@ from meltwater.planner.table.metadata import TableMetadata
 from meltwater.planner.table.table_loading import locate_table, metadata_file_version, read_metadata
 from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.stream.errors import WatcherError
-from meltwater.stream.watch.fs_events import DirectoryWatch, watch_directory
-from meltwater.stream.watch.snapshot_events import Cursor, SnapshotEvent, commits_after
+from meltwater.stream.watch.snapshot_events import (
+    Cursor,
+    EventQueue,
+    SnapshotEvent,
+    commits_after,
+)
+from meltwater.stream.watch.watch_modes import FIRST_DELAY, watch_mode
 
 log = logging.getLogger(__name__)
 
-FIRST_DELAY = 0.05  # seconds: the first look after a change, when polling or retrying
-POLL_INTERVAL = 2.0  # polling: the longest wait between two looks
-SAFETY_INTERVAL = 30.0  # events: a look now and then in case an event was missed
 RETRY_LIMIT = 1.0  # the longest wait before reading an unreadable metadata file again
 START_PATIENCE = 2.0  # start(): how long a half-written current metadata file is waited for
 UNREADABLE_WARNING = 5.0  # warn when the newest metadata file stays unreadable this long
-CATALOG_INTERVAL = 1.0  # catalog tables: one loadTable a second (60 requests/minute idle)
-CATALOG_RETRY = 2.0  # a failing catalog: asked again after 2 s, doubling...
-CATALOG_RETRY_LIMIT = 60.0  # ...up to a minute
 MAX_INTERVAL = 86_400.0  # an interval of a day or more is a typo (or `inf`), not a plan
 
 Subscriber = Callable[[list[SnapshotEvent]], None]
@@ -96,19 +91,6 @@ class WatchState:
     timestamp_ms: int | None
     generation: int
     metadata: TableMetadata = field(repr=False, compare=False)
-
-
-def _local_dir(location: str) -> str | None:
-    """The local path of a table location, or None for a remote store."""
-    parsed = urlparse(location)
-    scheme = parsed.scheme.lower()
-    if scheme == "":
-        return location
-    if scheme == "file":
-        return parsed.path
-    if len(scheme) == 1:  # a Windows drive letter
-        return location
-    return None
 
 
 class SnapshotWatcher:
@@ -137,44 +119,36 @@ class SnapshotWatcher:
         self.location = str(self.source)  # what messages call the table
         self.io = io or PyArrowFileIO(self.source.io_properties)
         self.after = after
-        location = self.source.location or ""
-        local = _local_dir(location) if self.source.location is not None else None
-        if self.source.is_catalog_table:
-            self.mode = "catalog"
-        elif location.endswith(".json"):
-            self.mode = "fixed"
-        elif poll or (poll is None and local is None):
-            self.mode = "polling"
-        elif local is None:
-            raise WatcherError(f"{location}: file events need a local table; poll instead")
-        else:
-            self.mode = "events"
-        self._dir = os.path.abspath(os.path.join(local, "metadata")) if local else None
-        default = {"events": SAFETY_INTERVAL, "catalog": CATALOG_INTERVAL}.get(self.mode,
-                                                                                 POLL_INTERVAL)
-        self.interval = float(interval if interval is not None else default)
         self.queue_size = queue_size
         self._cond = threading.Condition(threading.Lock())
         self._state: WatchState | None = None
         self._token = 0
-        self._pending: deque[SnapshotEvent] = deque()
-        self._dropped = 0
+        self._pending = EventQueue(queue_size, self.location)
         self._subscribers: list[Subscriber] = []
         self._started = False
         self._stopped = False
         self._wake = threading.Event()
+        self._mode = watch_mode(self.source, poll, interval, changed=self._bump,
+                                wake=self._wake.set)
         self._thread: threading.Thread | None = None
         # below: used by the watcher's own thread only (and by start() before it runs)
         self._cursor = Cursor(None)
         self._resolved: str | None = None
-        self._watch: DirectoryWatch | None = None
-        self._dir_id: tuple[int, int] | None = None
-        self._delay = FIRST_DELAY
         self._missing = False
         self._unreadable: tuple[str, float] | None = None  # location, since
         self._retry = FIRST_DELAY
-        self._catalog_retry = CATALOG_RETRY
         self._backwards: str | None = None
+
+    @property
+    def mode(self) -> str:
+        """How the watcher notices new snapshots: "events", "polling", "catalog" or
+        "fixed" (`watch_modes`), for messages."""
+        return self._mode.name
+
+    @property
+    def interval(self) -> float:
+        """Seconds: the longest wait between two looks (events: the safety look)."""
+        return self._mode.interval
 
     def __repr__(self) -> str:
         return f"SnapshotWatcher({self.location!r}, mode={self.mode})"
@@ -199,7 +173,7 @@ class SnapshotWatcher:
         except BaseException:
             self.stop()
             raise
-        if self.mode != "fixed":
+        if self._mode.runs:
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"meltwater-watch {self.location}")
             self._thread.start()
@@ -214,8 +188,7 @@ class SnapshotWatcher:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        if self._watch is not None:
-            self._watch.cancel()
+        self._mode.cancel()
 
     def __enter__(self) -> SnapshotWatcher:
         return self.start()
@@ -239,9 +212,7 @@ class SnapshotWatcher:
         with self._cond:
             self._require_started()
             self._cond.wait_for(lambda: self._pending or self._stopped, timeout)
-            events = list(self._pending)
-            self._pending.clear()
-            return events
+            return self._pending.take()
 
     @property
     def latest(self) -> WatchState | None:
@@ -291,14 +262,12 @@ class SnapshotWatcher:
     def _vouches(self) -> bool:
         if not self._started or self._stopped:
             return False
-        if self.mode == "events":
-            return self._watch is not None and self._watch.alive
-        return True
+        return self._mode.vouches()
 
     # -- the watcher's thread ----------------------------------------------------------------
 
     def _run(self) -> None:
-        delay = self._next_delay(changed=True)
+        delay = self._mode.next_delay(changed=True)
         while not self._stopped:
             self._wake.wait(delay)
             if self._stopped:
@@ -310,68 +279,15 @@ class SnapshotWatcher:
                 log.exception("watcher of %s: looking at the table failed", self.location)
                 delay = self.interval
 
-    def _on_file_event(self, event: Any) -> None:
-        """On watchdog's thread: wake the watcher for files that can mean a commit."""
-        paths = [os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "")
-                                                           or "")]
-        if paths[0] != self._dir and not any(
-                name == "version-hint.text" or metadata_file_version(name) is not None
-                for name in (os.path.basename(p) for p in paths if p)):
-            return
-        self._bump()
-        self._wake.set()
-
     def _bump(self) -> None:
         with self._cond:
             self._token += 1
             self._cond.notify_all()
 
-    def _arm(self) -> bool:
-        """Events mode: make sure `metadata/` is watched (again, after it was deleted or
-        replaced). Armed before the look that follows, so no commit falls in between."""
-        if self.mode != "events" or self._dir is None:
-            return False
-        watch = self._watch
-        if watch is not None and watch.alive and self._dir_id == self._identity():
-            return True
-        if watch is not None:
-            watch.cancel()
-            self._watch = None
-            self._bump()  # events may have been missed meanwhile
-        try:
-            identity = self._identity()
-            self._watch = watch_directory(self._dir, self._on_file_event)
-        except OSError as error:
-            if os.path.isdir(self._dir):  # e.g. out of inotify watches: poll for good
-                log.warning("watcher of %s: cannot watch %s (%s); polling instead",
-                            self.location, self._dir, error)
-                self.mode = "polling"
-                self.interval = POLL_INTERVAL
-            return False
-        self._dir_id = identity
-        self._bump()
-        return True
-
-    def _identity(self) -> tuple[int, int] | None:
-        assert self._dir is not None
-        try:
-            info = os.stat(self._dir)
-        except OSError:
-            return None
-        return info.st_dev, info.st_ino
-
-    def _next_delay(self, *, changed: bool) -> float:
-        """How long until the next look, unless an event comes first: the safety interval
-        while events flow, else 50 ms after a change, doubling up to `interval` (events
-        mode with `metadata/` gone: up to 2 s, until it can be watched again). A catalog
-        is asked every `interval`: each look is a request to a shared server."""
-        if self.mode == "events" and self._watch is not None and self._watch.alive:
-            return self.interval
-        if self.mode == "catalog":
-            return self.interval
-        cap = min(self.interval, POLL_INTERVAL) if self.mode == "events" else self.interval
-        self._delay = FIRST_DELAY if changed else min(self._delay * 2, cap)
-        return self._delay
+    def _arm(self) -> None:
+        """Have the mode keep what tells of changes in place, before a look (events: the
+        directory watch; the mode turns to polling if it cannot be had)."""
+        self._mode = self._mode.arm()
 
     def _locate(self) -> str:
         """The table's current metadata file, as `load_table` finds it; for a catalog table
@@ -418,12 +334,8 @@ class SnapshotWatcher:
                     "cannot read the table")
                 log.warning("watcher of %s: %s (%s); looking again until it is back",
                             self.location, gone, error)
-                self._catalog_retry = CATALOG_RETRY
-            elif self.mode == "catalog":  # back off: every look is a request to the server
-                self._catalog_retry = min(self._catalog_retry * 2, CATALOG_RETRY_LIMIT)
-            if self.mode == "catalog":
-                return self._catalog_retry
-            return self._next_delay(changed=False)
+                return self._mode.failed(first=True)
+            return self._mode.failed(first=False)
         if self._missing:
             self._missing = False
             log.warning("watcher of %s: the table is back", self.location)
@@ -433,7 +345,7 @@ class SnapshotWatcher:
         state = self._state
         if state is not None and location == state.metadata_location:
             self._unreadable = None
-            return self._next_delay(changed=False)
+            return self._mode.next_delay(changed=False)
         if state is not None and self._went_back(state.metadata_location, location):
             return FIRST_DELAY
         try:
@@ -442,7 +354,7 @@ class SnapshotWatcher:
             return self._still_unreadable(location, error)
         self._unreadable = None
         self._publish(location, metadata)
-        return self._next_delay(changed=True)
+        return self._mode.next_delay(changed=True)
 
     def _went_back(self, previous: str, location: str) -> bool:
         """A lower metadata version than before: a version hint read half written, or the
@@ -503,7 +415,7 @@ class SnapshotWatcher:
                                      current.timestamp_ms if current else None,
                                      generation, metadata)
             self._token += 1
-            self._queue(events)
+            self._pending.add(events)
             self._cond.notify_all()
             subscribers = list(self._subscribers)
         if events:
@@ -513,16 +425,3 @@ class SnapshotWatcher:
                 except Exception:
                     log.exception("watcher of %s: subscriber %r failed", self.location,
                                   callback)
-
-    def _queue(self, events: list[SnapshotEvent]) -> None:
-        if self.queue_size == 0:
-            return
-        self._pending.extend(events)
-        overflow = len(self._pending) - self.queue_size
-        if overflow > 0:
-            for _ in range(overflow):
-                self._pending.popleft()
-            self._dropped += overflow
-            log.warning("watcher of %s: %d events were not collected by wait() and were "
-                        "dropped (queue_size=%d); restart with after=<last snapshot handled> "
-                        "to catch up", self.location, self._dropped, self.queue_size)
