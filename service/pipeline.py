@@ -32,7 +32,6 @@ import logging
 import time
 from typing import Any
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import OffsetError
 from meltwater.service.config import PipelineConfig, Trigger
 from meltwater.service.failures import Action, Failure, classify
@@ -44,6 +43,7 @@ from meltwater.stream.spark.change_counts import observe_change_counts, observed
 from meltwater.stream.spark.checkpoint import open_checkpoint, running_batches
 from meltwater.stream.spark.query_start import start_query
 from meltwater.stream.spark.source import stream_schema_for
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger("meltwater.service")
 

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import redact_url
 from meltwater.sinks.errors import InvalidChangesError, InvalidSinkUrlError
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 # What `apply` accepts: one Arrow table or batch, a stream (`meltwater.stream.changes`), or
 # an iterable of batches. Spark DataFrames go through `meltwater.sinks.spark_writer`.

@@ -51,7 +51,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.metadata import Snapshot, TableMetadata
 from meltwater.planner.table.table_loading import load_table
@@ -82,6 +81,7 @@ from meltwater.stream.engine.changes.change_schema import (
     COMMIT_SNAPSHOT_ID,
 )
 from meltwater.stream.engine.decode.arrow_schema import field_id
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 

@@ -63,7 +63,6 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.metadata import Snapshot, TableMetadata
 from meltwater.planner.table.table_loading import load_table
@@ -100,6 +99,7 @@ from meltwater.stream.engine.changes.change_schema import (
     METADATA_COLUMNS,
 )
 from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY, to_arrow_type
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.sinks.base import BatchResult, Sink
 from meltwater.stream.spark.foreach_batch import ArrowForeachBatch
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,20 @@
-"""What one micro-batch of a change stream reads: offsets, budgets, commit parts, packing.
+"""What one micro-batch of a change stream reads: budgets, costs, commit parts, packing.
 
-The Spark-free, I/O-free half of a streaming source. A stream's position is a
-`StreamOffset` (stored by Spark in the query's checkpoint as JSON, the way Iceberg's own
-`StreamingOffset` is); how far a micro-batch goes is a `Budget` of files, rows and bytes
-spent by each change task's `task_cost`; what it reads is a list of `CommitPart`s, slices of
-commits cut only between units (`meltwater.planner.changes.commit_units`), which `pack_parts`
-groups into Spark partitions of about equal bytes. `meltwater.stream.watch.change_stream`
-walks a table's history with these; `meltwater.stream.watch.stream_offsets` explains
-offsets and splitting in full.
+The Spark-free, I/O-free half of a streaming source's reading. How far a micro-batch goes
+is a `Budget` of files, rows and bytes spent by each change task's `task_cost`; what it
+reads is a list of `CommitPart`s, slices of commits cut only between units
+(`meltwater.planner.changes.commit_units`), which `pack_parts` groups into Spark
+partitions of about equal bytes. Where a stream is, its offset, is the stream's own
+(`meltwater.stream.watch.stream_offsets`, which explains offsets and splitting in full);
+`meltwater.stream.watch.change_stream` walks a table's history with both.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from meltwater.planner.changes.change_tasks import (
     AddedRowsTask,
@@ -26,7 +24,6 @@ from meltwater.planner.changes.change_tasks import (
     EqualityDeletedRowsTask,
 )
 from meltwater.planner.changes.commit_units import CommitSplit, is_one_way
-from meltwater.planner.errors import OffsetError
 from meltwater.planner.scans.splitting import (
     DEFAULT_OPEN_FILE_COST,
     DEFAULT_TARGET_SIZE,
@@ -34,74 +31,6 @@ from meltwater.planner.scans.splitting import (
 )
 from meltwater.planner.scans.tasks import DeleteFileRef
 from meltwater.planner.spec.types import Schema
-
-OFFSET_VERSION = 2
-LEGACY_OFFSET_VERSION = 1  # positions in planner task order, cut anywhere
-
-# -- offsets -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StreamOffset:
-    """A position in a table's change stream (see the module doc)."""
-
-    snapshot_id: int | None  # None: before the table's first snapshot
-    position: int = 0  # index of the next task of snapshot_id's commit (or scan)
-    complete: bool = False  # snapshot_id's commit (or scan) is read whole
-    scan_all_files: bool = False  # positions index the snapshot's contents, as INSERTs
-    ordinal: int = -1  # _change_ordinal of snapshot_id's rows (-1: the exclusive start)
-    version: int = OFFSET_VERSION  # 1: `position` counts tasks in planner order
-
-    @property
-    def legacy(self) -> bool:
-        """Whether `position` is mid-commit in the planner's task order (a version 1
-        offset), not in unit order: the rest of that commit is then read as version 1
-        read it, in one part."""
-        return (self.version == LEGACY_OFFSET_VERSION and not self.complete
-                and self.position > 0)
-
-    def held_snapshot(self, parent_of: Callable[[int], int | None]) -> int | None:
-        """The newest snapshot whose whole state a reader that stopped here has read (what a
-        sink holds after the batch ending at this offset): the snapshot itself once its
-        commit, or with `scan_all_files` its contents, is read whole; the parent (by
-        `parent_of`) of a commit read in part, as read limits split one; None in the middle
-        of a contents scan, and before the table's first snapshot."""
-        if self.snapshot_id is None:
-            return None
-        if self.complete:
-            return self.snapshot_id
-        return None if self.scan_all_files else parent_of(self.snapshot_id)
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict with a fixed key order, so equal offsets serialize equally."""
-        return {"version": self.version, "snapshot_id": self.snapshot_id,
-                "position": self.position, "complete": self.complete,
-                "scan_all_files": self.scan_all_files, "ordinal": self.ordinal}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> StreamOffset:
-        """The offset a checkpoint stored (`to_json`'s form); OffsetError for anything else,
-        naming what is wrong."""
-        if not isinstance(obj, dict):
-            raise OffsetError(f"offset {obj!r}: expected a JSON object")
-        version = obj.get("version")
-        if version not in (LEGACY_OFFSET_VERSION, OFFSET_VERSION) or isinstance(version, bool):
-            raise OffsetError(f"offset {obj!r}: unknown version {version!r} (this meltwater "
-                              f"reads versions {LEGACY_OFFSET_VERSION} and {OFFSET_VERSION}); "
-                              "use the meltwater version that wrote the checkpoint, or start "
-                              "a new checkpoint")
-        try:
-            snapshot_id = obj["snapshot_id"]
-            offset = cls(None if snapshot_id is None else int(snapshot_id),
-                         int(obj["position"]), bool(obj["complete"]),
-                         bool(obj.get("scan_all_files", False)), int(obj["ordinal"]),
-                         int(version))
-        except (KeyError, TypeError, ValueError) as error:
-            raise OffsetError(f"offset {obj!r}: malformed ({error!r})") from error
-        if offset.position < 0:
-            raise OffsetError(f"offset {obj!r}: negative position")
-        return offset
-
 
 # -- budgets -----------------------------------------------------------------------------------
 

@@ -27,8 +27,8 @@ import json
 import logging
 from typing import Any
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import OffsetError
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 

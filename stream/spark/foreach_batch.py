@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

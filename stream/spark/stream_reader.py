@@ -61,7 +61,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, pack_parts
 from meltwater.planner.errors import StreamError
 from meltwater.stream.engine.changes.change_schema import METADATA_COLUMNS
 from meltwater.stream.errors import SchemaChangedError
@@ -73,6 +73,7 @@ from meltwater.stream.spark.partitions import (
     read_partition,
 )
 from meltwater.stream.watch.change_stream import ChangeStream
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 

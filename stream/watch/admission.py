@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from meltwater.planner.changes.micro_batch import Budget, Cost, StreamOffset, task_cost
+from meltwater.planner.changes.micro_batch import Budget, Cost, task_cost
 from meltwater.planner.table.metadata import Snapshot
 from meltwater.planner.table.table_source import TableSource
+from meltwater.stream.watch.offset_parts import unit_bounds
 from meltwater.stream.watch.plan_cache import PlannedCommit
 from meltwater.stream.watch.stream_lineage import Segment
-from meltwater.stream.watch.stream_offsets import unit_bounds
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 
 def admit(start: StreamOffset, segments: Sequence[Segment], budget: Budget, *,

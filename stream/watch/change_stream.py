@@ -26,17 +26,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from meltwater.planner.changes.change_range import RangeBound, resolve_start
-from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, CommitPart, StreamOffset
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, CommitPart
 from meltwater.planner.scans.splitting import SplitOptions
 from meltwater.planner.table.fileio import FileIO
 from meltwater.planner.table.table_loading import Table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.engine.changes.change_schema import ChangeOptions, RowOptions
 from meltwater.stream.watch.admission import admit
+from meltwater.stream.watch.offset_parts import segment_part
 from meltwater.stream.watch.plan_cache import PlanCache, PlannedCommit
 from meltwater.stream.watch.stream_lineage import Segment, StreamLineage
 from meltwater.stream.watch.stream_modes import SchemaChange, Starting
-from meltwater.stream.watch.stream_offsets import segment_part
+from meltwater.stream.watch.stream_offsets import StreamOffset
 from meltwater.stream.watch.stream_schema import StreamSchema
 from meltwater.stream.watch.watched_table import WatchedTable
 

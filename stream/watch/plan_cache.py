@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, ChangeTask
 from meltwater.planner.changes.commit_units import CommitUnits, commit_units
 from meltwater.planner.changes.incremental import IncrementalPlanner
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.scans.scan import TableScan
 from meltwater.planner.table.metadata import Snapshot
 from meltwater.planner.table.table_loading import Table
 from meltwater.stream.engine.changes.change_schema import ChangeOptions
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 
 @dataclass(frozen=True)

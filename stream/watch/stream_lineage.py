@@ -17,13 +17,13 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError, MeltwaterError
 from meltwater.planner.table.lineage import walk_back
 from meltwater.planner.table.metadata import Snapshot, TableMetadata
 from meltwater.planner.table.table_loading import Table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.watch.plan_cache import PlanCache
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 

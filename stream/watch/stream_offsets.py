@@ -1,4 +1,4 @@
-"""What a change stream's offset means, and the commit parts between two offsets.
+"""What a change stream's offset means: `StreamOffset`, as Spark's checkpoints store it.
 
 A stream's position is a `StreamOffset`, stored by Spark in the query's checkpoint as JSON,
 the way Iceberg's own `StreamingOffset` is::
@@ -51,71 +51,74 @@ micro-batches is the unlimited feed, row for row:
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from meltwater.planner.changes.change_tasks import ChangeCommit, CommitChanges
-from meltwater.planner.changes.commit_units import CommitSplit
-from meltwater.planner.changes.micro_batch import CommitPart, StreamOffset
 from meltwater.planner.errors import OffsetError
-from meltwater.planner.spec.types import Schema
-from meltwater.planner.table.table_source import TableSource
-from meltwater.stream.watch.plan_cache import PlannedCommit
-from meltwater.stream.watch.stream_lineage import Segment
+
+OFFSET_VERSION = 2
+LEGACY_OFFSET_VERSION = 1  # positions in planner task order, cut anywhere
 
 
-def unit_bounds(planned: PlannedCommit, begin: int, source: TableSource) -> tuple[int, ...]:
-    """The unit bounds of a planned commit from `begin` on; `begin` must be one (an offset
-    of this version only ever stops between units)."""
-    bounds = planned.units.bounds
-    if begin not in bounds:
-        raise OffsetError(
-            f"table {source}: the checkpoint's position {begin} in snapshot "
-            f"{planned.snapshot.snapshot_id} is not between two of its commit's units "
-            "(was it written by another meltwater version?); start a new checkpoint")
-    return bounds[bounds.index(begin):]
 
+@dataclass(frozen=True)
+class StreamOffset:
+    """A position in a table's change stream (see the module doc)."""
 
-def segment_part(planned: PlannedCommit, segment: Segment, end: StreamOffset,
-                 projection: Schema, *, pairs_updates: bool,
-                 source: TableSource) -> CommitPart | None:
-    """The part of a segment's commit a micro-batch ending at `end` reads (None: nothing):
-    from the segment's first unread task up to `end`'s position when the micro-batch ends
-    inside this commit, else to the commit's end."""
-    tasks = planned.tasks
-    snapshot = segment.snapshot
-    stop = len(tasks)
-    ends_here = snapshot.snapshot_id == end.snapshot_id and not end.complete
-    if ends_here:
-        stop = end.position
-    if stop <= segment.begin:
-        return None
-    commit = ChangeCommit(segment.ordinal, snapshot.snapshot_id, snapshot.sequence_number,
-                          snapshot.timestamp_ms, "scan" if segment.scan else snapshot.operation)
-    if segment.legacy or (ends_here and end.legacy):
-        # a micro-batch a version 1 offset ends: replayed as version 1 read it
-        chosen = tuple(dataclasses.replace(t, commit=commit)
-                       for t in tasks[segment.begin:stop])
-        return CommitPart(CommitChanges(commit, chosen), projection, segment.begin,
-                          len(tasks))
-    return _unit_part(planned, commit, projection, segment.begin, stop,
-                      pairs_updates=pairs_updates, source=source)
+    snapshot_id: int | None  # None: before the table's first snapshot
+    position: int = 0  # index of the next task of snapshot_id's commit (or scan)
+    complete: bool = False  # snapshot_id's commit (or scan) is read whole
+    scan_all_files: bool = False  # positions index the snapshot's contents, as INSERTs
+    ordinal: int = -1  # _change_ordinal of snapshot_id's rows (-1: the exclusive start)
+    version: int = OFFSET_VERSION  # 1: `position` counts tasks in planner order
 
+    @property
+    def legacy(self) -> bool:
+        """Whether `position` is mid-commit in the planner's task order (a version 1
+        offset), not in unit order: the rest of that commit is then read as version 1
+        read it, in one part."""
+        return (self.version == LEGACY_OFFSET_VERSION and not self.complete
+                and self.position > 0)
 
-def _unit_part(planned: PlannedCommit, commit: ChangeCommit, projection: Schema,
-               begin: int, stop: int, *, pairs_updates: bool,
-               source: TableSource) -> CommitPart:
-    """Positions [begin, stop) of a commit in unit order, as one part."""
-    units = planned.units
-    unit_bounds(planned, begin, source)
-    if stop not in units.bounds:
-        unit_bounds(planned, stop, source)  # raises, naming the position
-    tasks = tuple(dataclasses.replace(t, commit=commit) for t in planned.tasks)
-    indices = sorted(units.order[begin:stop])
-    changes = CommitChanges(commit, tuple(tasks[i] for i in indices))
-    split = None
-    if stop - begin < len(tasks) and not units.one_way and pairs_updates:
-        own = tuple(range(units.bounds.index(begin), units.bounds.index(stop)))
-        split = CommitSplit(tasks, units.units, units.key_groups, own, stop == len(tasks))
-        if not split.units_to_compare():
-            split = None  # nothing pairs across its bounds: a plain part
-    return CommitPart(changes, projection, begin, len(tasks), split)
+    def held_snapshot(self, parent_of: Callable[[int], int | None]) -> int | None:
+        """The newest snapshot whose whole state a reader that stopped here has read (what a
+        sink holds after the batch ending at this offset): the snapshot itself once its
+        commit, or with `scan_all_files` its contents, is read whole; the parent (by
+        `parent_of`) of a commit read in part, as read limits split one; None in the middle
+        of a contents scan, and before the table's first snapshot."""
+        if self.snapshot_id is None:
+            return None
+        if self.complete:
+            return self.snapshot_id
+        return None if self.scan_all_files else parent_of(self.snapshot_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict with a fixed key order, so equal offsets serialize equally."""
+        return {"version": self.version, "snapshot_id": self.snapshot_id,
+                "position": self.position, "complete": self.complete,
+                "scan_all_files": self.scan_all_files, "ordinal": self.ordinal}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> StreamOffset:
+        """The offset a checkpoint stored (`to_json`'s form); OffsetError for anything else,
+        naming what is wrong."""
+        if not isinstance(obj, dict):
+            raise OffsetError(f"offset {obj!r}: expected a JSON object")
+        version = obj.get("version")
+        if version not in (LEGACY_OFFSET_VERSION, OFFSET_VERSION) or isinstance(version, bool):
+            raise OffsetError(f"offset {obj!r}: unknown version {version!r} (this meltwater "
+                              f"reads versions {LEGACY_OFFSET_VERSION} and {OFFSET_VERSION}); "
+                              "use the meltwater version that wrote the checkpoint, or start "
+                              "a new checkpoint")
+        try:
+            snapshot_id = obj["snapshot_id"]
+            offset = cls(None if snapshot_id is None else int(snapshot_id),
+                         int(obj["position"]), bool(obj["complete"]),
+                         bool(obj.get("scan_all_files", False)), int(obj["ordinal"]),
+                         int(version))
+        except (KeyError, TypeError, ValueError) as error:
+            raise OffsetError(f"offset {obj!r}: malformed ({error!r})") from error
+        if offset.position < 0:
+            raise OffsetError(f"offset {obj!r}: negative position")
+        return offset

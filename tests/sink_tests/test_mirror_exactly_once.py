@@ -16,11 +16,11 @@ from mirror_read import fetch, read_mirror
 
 import meltwater.stream
 from corpus.compare import row_multiset
-from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks import Mirror
 from meltwater.sinks.errors import BatchMismatchError, InvalidChangesError, NullKeyError
 from meltwater.sinks.ledger import Ledger
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 NAME = "equality_deletes"
 

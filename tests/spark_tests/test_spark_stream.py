@@ -43,7 +43,7 @@ from corpus.compare import _canonical, assert_same_rows
 from meltwater.planner.changes import micro_batch
 from meltwater.planner.changes.commit_units import commit_units
 from meltwater.planner.changes.incremental import IncrementalPlanner
-from meltwater.planner.changes.micro_batch import Budget, Cost, StreamOffset, pack_parts, task_cost
+from meltwater.planner.changes.micro_batch import Budget, Cost, pack_parts, task_cost
 from meltwater.planner.errors import (
     CorruptMetadataError,
     ExpiredSnapshotsError,
@@ -59,6 +59,7 @@ from meltwater.stream.spark.options import stream_read
 from meltwater.stream.spark.partitions import ChangePartition
 from meltwater.stream.spark.source import change_schema_for
 from meltwater.stream.spark.stream_reader import MeltwaterStreamReader
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 HERE = Path(__file__).parent
 META = ("_change_type", "_change_ordinal", "_commit_snapshot_id", "_commit_sequence_number",

@@ -26,7 +26,7 @@ from corpus.compare import _canonical
 from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
 from meltwater.planner.changes.commit_units import commit_units, is_one_way
 from meltwater.planner.changes.incremental import IncrementalPlanner
-from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, StreamOffset, pack_parts
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, pack_parts
 from meltwater.planner.errors import InvalidRangeError, OffsetError
 from meltwater.planner.spec.files import DataFile, FileContent
 from meltwater.planner.spec.partitioning import PartitionField, PartitionSpec
@@ -37,6 +37,7 @@ from meltwater.stream.engine.changes.change_schema import LINEAGE_COLUMNS, METAD
 from meltwater.stream.engine.changes.held_changes import read_parts
 from meltwater.stream.spark.options import stream_read
 from meltwater.stream.watch.change_stream import ChangeStream
+from meltwater.stream.watch.stream_offsets import StreamOffset
 
 SCENARIOS = ("mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
