@@ -9,8 +9,7 @@ from what its caller reads (`ReadScope`), never from what its cache happens to h
   becomes the next commit's "before";
 - a reader of ONE_COMMIT answers for the rows its changed keys match only, so it looks up
   only those keys in the backlog (`restricted_lookup`), a hash probe of each backlog key
-  where the whole lookup groups and sorts them all. Lookups a reader already holds whole
-  are used instead: that is only ever cheaper.
+  where the whole lookup groups and sorts them all, whatever the reader's loader holds.
 
 Worked example: a commit adds E3 deleting ids {2, 3} over a backlog E1 {1, 2}, E2 {2, 5}.
 Read alone, the lookups hold ids 2 and 3 only (2 -> E2's sequence number before, E3's
@@ -31,7 +30,6 @@ from meltwater.stream.engine.deletes.equality_lookup import (
     equality_lookup,
     extended_lookup,
     for_set,
-    is_known,
     restricted_lookup,
 )
 from meltwater.stream.engine.deletes.loader import DeleteLoader
@@ -82,25 +80,20 @@ class EqualityLiveness:
 
     def for_changed_rows(self) -> Lookups:
         """The lookups that decide the liveness of rows the changed keys match (see the
-        module doc): of those keys only for a reader of ONE_COMMIT, unless the whole ones
-        are at hand; the whole ones otherwise."""
+        module doc): of those keys only for a reader of ONE_COMMIT, the whole ones
+        otherwise."""
         if self._for_changed is None:
             assert self.types is not None, "key columns first: they give the key types"
             sets = [s for s in (self.change.before, self.change.after) if s is not None]
             # with deletes of two sets of fields changed, a row one set matched may have
             # any key on the other's fields: restricted only by a single set
             if (self.scope is ReadScope.COMMITS or self._whole is not None or not sets
-                    or len(self.changed) != 1 or any(self._held(s) for s in sets)):
+                    or len(self.changed) != 1):
                 self._for_changed = self.whole()
             else:
                 self._for_changed = (self._restricted(self.change.before),
                                      self._restricted(self.change.after))
         return self._for_changed
-
-    def _held(self, equality: EqualityDeleteSet) -> bool:
-        """Whether the loader holds the set's whole lookup, or one it extends."""
-        assert self.types is not None
-        return is_known(equality, self.loader, *for_set(equality, self.types, self._paths()))
 
     def _restricted(self, equality: EqualityDeleteSet | None) -> EqualityLookup | None:
         if equality is None:

@@ -4,17 +4,18 @@ The spec matches an equality delete's key to a row's values with null equal to n
 Arrow's joins do not do, and an older data file may hold a key column in a narrower type
 than the delete file (int before the table widened it to long). `EqualityKeySet` codes each
 distinct key densely and answers, per batch, each row's key code (null: no delete holds
-that key), which is all `EqualityKeySets` (a task's own delete files) and
-`meltwater.stream.engine.deletes.equality_lookup` (a scan's shared ones) need.
+that key), which is all the lookups of a table's equality deletes
+(`meltwater.stream.engine.deletes.equality_lookup`) and the changed deletes of a commit
+(`meltwater.stream.engine.changes.changed_keys`) need.
 
 Two codings, chosen by the key:
 
 - **sorted**: one key column of a type whose order is its equality (integers, strings,
   binary, dates, times, timestamps, decimals, booleans). The distinct keys are sorted once;
   a batch is matched with a binary search per row (`search_sorted`) and an equality check,
-  so nothing is built per batch: a data file of a thousand rows costs microseconds
-  whatever the number of deleted keys (hashing the keys for every batch cost 5 ms for
-  200,000 keys, the whole cost of a backlog table's small files);
+  so nothing is built per batch: a small data file costs next to nothing whatever the
+  number of deleted keys (hashing the keys for every batch was the whole cost of a
+  backlog table's small files);
 - **hashed**: any other key (several columns, floats with their NaNs, nested fields):
   each column is coded as the index of its value among the column's distinct values
   (`index_in`, null with an index of its own), and the codes combined column by column.
@@ -150,18 +151,3 @@ class EqualityKeySet:
             return pc.is_in(self._column(batch, 0), value_set=self.values[0],
                             skip_nulls=False)
         return pc.is_valid(self.codes_of(batch))
-
-
-class EqualityKeySets:
-    """All equality key sets of one task; a row is deleted when any set matches it."""
-
-    def __init__(self, sets: list[EqualityKeySet]) -> None:
-        self.sets = sets
-
-    def matches(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
-        """Which rows of a batch the task's equality deletes delete; None when it has none."""
-        result = None
-        for key_set in self.sets:
-            hit = key_set.matches(batch)
-            result = hit if result is None else pc.or_(result, hit)
-        return result

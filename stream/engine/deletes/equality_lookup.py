@@ -272,16 +272,6 @@ def equality_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
     return found
 
 
-def is_known(equality: EqualityDeleteSet, loader: DeleteLoader,
-             key_types: Mapping[int, pa.DataType],
-             key_paths: Mapping[int, tuple[str, ...]]) -> bool:
-    """Whether `equality_lookup` would find the set's lookup in `loader`, or one it
-    extends, rather than build the whole backlog's."""
-    lookups = loader.shelf(Lookups)
-    key = LookupKey.of(equality, key_types, key_paths)
-    return lookups.peek(key) is not None or _extendable(equality, lookups, key) is not None
-
-
 def _extendable(equality: EqualityDeleteSet, lookups: Lookups, key: LookupKey
                 ) -> tuple[LookupKey, EqualityLookup] | None:
     """(key, lookup) of the newest lookup of the same key typing, if it is of a subset of
@@ -300,10 +290,8 @@ def restricted_lookup(equality: EqualityDeleteSet, loader: DeleteLoader,
     For one look at one commit: the rows whose liveness a commit's equality change
     decides are those its changed deletes hold the keys of, so the lookup they need is
     that of those keys, a hash probe of each backlog key where the whole lookup groups
-    and sorts them all (one upsert commit's read with 200 upserts of 1,000 keys behind
-    it: 0.95 -> 0.85 s, whole process). Answers for other keys are wrong, so it is never
-    cached: a range's or a stream's next commit builds the whole lookup once and extends
-    it from then on."""
+    and sorts them all. Answers for other keys are wrong, so it is never cached: a
+    reader of one commit only asks for it (`equality_liveness`)."""
     return EqualityLookup([_layer(equality, loader, key_types, key_paths, within)])
 
 

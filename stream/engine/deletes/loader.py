@@ -9,10 +9,9 @@ tools for `meltwater.stream.engine.scans.reader`:
   `deletion-vector-v1` blob in a Puffin file). `keep(first, n)` is the keep-mask of a batch
   covering file positions [first, first + n): two binary searches and one Arrow scatter, no
   per-row Python.
-- `EqualityKeySets`: the key sets of a task's equality delete files, one per distinct
-  `equality_ids` (a row is deleted when it matches any set), matched null-safely as the
-  spec requires (`meltwater.stream.engine.deletes.equality_keys`). A scan's shared equality
-  deletes are one lookup instead (`meltwater.stream.engine.deletes.equality_lookup`).
+- equality delete files' keys (`equality_keys`), which a scan's and a change read's
+  lookups (`meltwater.stream.engine.deletes.equality_lookup`) match rows against
+  null-safely, as the spec requires.
 
 `DeleteLoader` keeps what it read in a `DeleteCache` (`meltwater.stream.engine.deletes.
 cache`: one LRU bounded in bytes, one shelf a kind of entry), because one partition-scoped
@@ -50,12 +49,6 @@ from meltwater.stream.engine.deletes.delete_files import (
     read_position_deletes,
     sorted_positions,
 )
-from meltwater.stream.engine.deletes.equality_keys import (
-    EqualityKeySet,
-    EqualityKeySets,
-    common_type,
-)
-from meltwater.stream.errors import CorruptDeleteFileError
 
 S = TypeVar("S", bound="Shelf[Any, Any]")  # any kind of shelf (each typed itself)
 
@@ -217,35 +210,6 @@ class DeleteLoader:
         return self._equality_keys.get(EqualityKeysKey(file.file_path),
                                        lambda: read_equality_keys(self.io, file))
 
-    def equality_deletes(self, files: Sequence[DataFile], key_types: dict[int, pa.DataType],
-                         key_paths: dict[int, tuple[str, ...]]) -> EqualityKeySets | None:
-        """Key sets for a task's equality delete files, typed to match the batches.
-
-        `key_types` and `key_paths` give, per equality field id, the column's Arrow type
-        and its path (column name, then struct fields) in the batches to be matched.
-        """
-        groups: dict[tuple[int, ...], list[pa.Table]] = {}
-        for file in files:
-            ids = tuple(file.equality_ids or ())
-            if not ids:
-                raise CorruptDeleteFileError(f"{file.file_path}: equality delete file without "
-                                        "equality field ids")
-            groups.setdefault(ids, []).append(self.equality_keys(file))
-        sets = []
-        for ids, tables in groups.items():
-            names = [str(fid) for fid in ids]
-            types = [key_types[fid] for fid in ids]
-            for table in tables:
-                types = [common_type(ty, table.schema.field(name).type)
-                         for ty, name in zip(types, names, strict=True)]
-            schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
-            keys = pa.concat_tables([t.select(names).cast(schema) for t in tables])
-            if len(tables) > 1:
-                keys = _distinct(keys)
-            if keys.num_rows:
-                sets.append(EqualityKeySet(ids, keys, key_paths))
-        return EqualityKeySets(sets) if sets else None
-
 
 _shared_loaders: weakref.WeakKeyDictionary[FileIO, DeleteLoader] = weakref.WeakKeyDictionary()
 _shared_loaders_lock = threading.Lock()
@@ -261,11 +225,3 @@ def shared_loader(io: FileIO) -> DeleteLoader:
         if loader is None:
             loader = _shared_loaders[io] = DeleteLoader(io)
         return loader
-
-
-def _distinct(table: pa.Table) -> pa.Table:
-    """Distinct rows; Arrow's group_by keeps null as a key of its own."""
-    if table.num_rows == 0:
-        return table
-    return table.group_by(table.column_names, use_threads=False).aggregate([]).select(
-        table.column_names)

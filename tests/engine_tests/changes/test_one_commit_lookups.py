@@ -62,3 +62,30 @@ def test_a_commit_read_alone_is_the_commit_read_in_its_range(corpus, monkeypatch
         assert len(restricted) == during, "a range's reader builds the whole lookups"
     # every one-commit read took the cheap path, not only the loader's first
     assert looked_alone >= 2, looked_alone
+
+
+def test_a_one_commit_read_after_a_range_on_the_same_loader_still_looks_up_its_keys_only(
+        corpus, monkeypatch):
+    """Whatever the loader holds (here every lookup a whole range built), a reader of one
+    commit takes the restricted path: its cost follows its caller's word, not the
+    process's history."""
+    restricted: list[int] = []
+    original = equality_liveness.restricted_lookup
+
+    def counting(*args, **kwargs):
+        restricted.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(equality_liveness, "restricted_lookup", counting)
+    scenario = corpus.scenarios["equality_deletes"]
+    feed = change_feed(scenario.location, rows=RowOptions())
+    parts = [CommitPart(commit, feed.schema, 0, len(commit.tasks))
+             for commit in IncrementalPlanner(feed.table).plan(feed.change_range)]
+    loader = DeleteLoader(IO)
+    in_range = [_rows(read_parts([part], IO, feed.options, loader, scope=ReadScope.COMMITS))
+                for part in parts]
+    assert restricted == []
+    for part, rows in zip(parts, in_range, strict=True):
+        assert _rows(read_parts([part], IO, feed.options, loader,
+                                scope=ReadScope.ONE_COMMIT)) == rows
+    assert len(restricted) >= 2

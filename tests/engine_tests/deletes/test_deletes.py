@@ -19,12 +19,14 @@ from engine_tests.helpers import (
     write_puffin,
 )
 from engine_tests.iceberg_tasks import plan_tasks, puffin_blobs
+from meltwater.planner.scans.tasks import DeleteFileRef, EqualityDeleteSet
 from meltwater.planner.spec.files import DataFile, FileContent
 from meltwater.planner.table.fileio import PyArrowFileIO
 from meltwater.stream.engine.deletes.delete_files import (
     _read_parquet_positions,
     read_deletion_vector,
 )
+from meltwater.stream.engine.deletes.equality_lookup import equality_lookup
 from meltwater.stream.engine.deletes.loader import DeleteLoader, DeletionMask
 from meltwater.stream.errors import CorruptDeleteFileError
 
@@ -208,13 +210,24 @@ def _batch(ids: list, names: list) -> pa.RecordBatch:
     return pa.record_batch({"id": pa.array(ids, pa.int64()), "name": pa.array(names)})
 
 
+def _deleted(files: list[DataFile], key_types: dict, batch: pa.RecordBatch) -> list[bool]:
+    """Which rows of `batch`, of an older data file, the equality delete files delete, as
+    a scan applies them (`equality_lookup`)."""
+    older = DataFile(FileContent.DATA, "d.parquet", "PARQUET", 0, (), batch.num_rows, 1)
+    refs = tuple(DeleteFileRef(file, 2) for file in files)
+    paths = {1: ("id",), 2: ("name",)}
+    lookup = equality_lookup(EqualityDeleteSet(refs), DeleteLoader(IO), key_types,
+                             {fid: paths[fid] for fid in key_types})
+    found = lookup.deleted(batch, older, 1)
+    return [False] * batch.num_rows if found is None else found.to_pylist()
+
+
 def test_equality_keys_match_nulls_to_nulls(tmp_path) -> None:
     schema = pa.schema([F("name", pa.string(), 2)])
     file = equality_deletes(tmp_path / "eq.parquet",
                             pa.table({"name": [None, "x"]}, schema=schema), (2,))
-    sets = DeleteLoader(IO).equality_deletes([file], {2: pa.string()}, {2: ("name",)})
     batch = _batch([1, 2, 3, 4], ["x", None, "y", "x"])
-    assert sets.matches(batch).to_pylist() == [True, True, False, True]
+    assert _deleted([file], {2: pa.string()}, batch) == [True, True, False, True]
 
 
 def test_multi_column_keys_are_null_safe_and_whole(tmp_path) -> None:
@@ -223,10 +236,9 @@ def test_multi_column_keys_are_null_safe_and_whole(tmp_path) -> None:
     file = equality_deletes(tmp_path / "eq.parquet", keys, (1, 2))
     loader = DeleteLoader(IO)
     assert loader.equality_keys(file).num_rows == 4  # as written: every use dedupes
-    sets = loader.equality_deletes([file], {1: pa.int64(), 2: pa.string()},
-                                   {1: ("id",), 2: ("name",)})
     batch = _batch([1, 1, 2, 2, None, None, 3], ["a", "b", None, "a", "c", None, "a"])
-    assert sets.matches(batch).to_pylist() == [True, False, True, False, True, False, False]
+    assert _deleted([file], {1: pa.int64(), 2: pa.string()}, batch) == [
+        True, False, True, False, True, False, False]
 
 
 def test_files_with_different_equality_ids_are_separate_key_sets(tmp_path) -> None:
@@ -236,10 +248,9 @@ def test_files_with_different_equality_ids_are_separate_key_sets(tmp_path) -> No
     by_name = equality_deletes(
         tmp_path / "2.parquet",
         pa.table({"name": ["z"]}, schema=pa.schema([F("name", pa.string(), 2)])), (2,))
-    sets = DeleteLoader(IO).equality_deletes([by_id, by_name], {1: pa.int64(), 2: pa.string()},
-                                             {1: ("id",), 2: ("name",)})
     batch = _batch([5, 6, 7], ["a", "z", "b"])
-    assert sets.matches(batch).to_pylist() == [True, True, False]
+    assert _deleted([by_id, by_name], {1: pa.int64(), 2: pa.string()}, batch) == [
+        True, True, False]
 
 
 def test_equality_file_without_the_key_column_is_corrupt(tmp_path) -> None:

@@ -18,9 +18,10 @@ from meltwater.planner.spec.files import DataFile, FileContent
 from meltwater.planner.table.fileio import PyArrowFileIO
 from meltwater.stream.engine.deletes import equality_keys
 from meltwater.stream.engine.deletes.equality_lookup import (
+    LookupKey,
+    Lookups,
     equality_lookup,
     extended_lookup,
-    is_known,
     restricted_lookup,
 )
 from meltwater.stream.engine.deletes.loader import DeleteLoader
@@ -166,7 +167,7 @@ def test_a_restricted_lookup_answers_as_the_whole_one_for_the_keys_it_keeps(tmp_
     loader = DeleteLoader(IO)
     restricted = restricted_lookup(equality, loader, ID, PATH, within)
     assert seen == [(1,)]
-    assert not is_known(equality, loader, ID, PATH)  # not cached
+    assert loader.shelf(Lookups).peek(LookupKey.of(equality, ID, PATH)) is None  # not cached
     whole = equality_lookup(equality, DeleteLoader(IO), ID, PATH)
     inside, outside = _batch(sorted(kept)), _batch([0, 1, 4, 5, 6, 10, None])
     for seq in (0, 11, 13, 15):
@@ -178,14 +179,3 @@ def test_a_restricted_lookup_answers_as_the_whole_one_for_the_keys_it_keeps(tmp_
     unfiltered = restricted_lookup(equality, loader, ID, PATH, lambda _ids, _keys: None)
     assert (unfiltered.deleted(outside, _data(), 0).to_pylist()
             == whole.deleted(outside, _data(), 0).to_pylist())
-
-
-def test_a_lookup_is_known_once_built_or_extendable(tmp_path):
-    refs = [DeleteFileRef(_ids(tmp_path, f"e{i}.parquet", [i]), 10 + i) for i in range(3)]
-    loader = DeleteLoader(IO)
-    first, later = EqualityDeleteSet(tuple(refs[:2])), EqualityDeleteSet(tuple(refs))
-    assert not is_known(first, loader, ID, PATH)
-    equality_lookup(first, loader, ID, PATH)
-    assert is_known(first, loader, ID, PATH)
-    assert is_known(later, loader, ID, PATH)  # extends the one of refs[:2]
-    assert not is_known(EqualityDeleteSet(tuple(refs[1:])), loader, ID, PATH)
