@@ -2,9 +2,9 @@
 
 pyarrow's default memory pool on Linux is mimalloc, which backs its large allocations
 with transparent huge pages: the kernel zeroes (and at times compacts) 2 MiB pages as
-they are first touched. `meltwater scan --format parquet` of the 5M-row bench table, run
-6 times each from cold with each pool, took 1.47-2.15 s with mimalloc (1.95 s of system
-time at worst) and 1.33-1.42 s with jemalloc (0.33-0.54 s of system time). jemalloc is
+they are first touched. `meltwater scan --format parquet` of the bench table, run from
+cold with each pool, was slower and less steady with mimalloc, most of the difference
+system time spent on those pages. jemalloc is
 bundled in pyarrow's wheels on Linux and macOS; where it is not built in, the system
 allocator is used, which measured between the two.
 
@@ -14,8 +14,8 @@ Arrow has two defaults to set, at two moments:
   dictionaries and compression buffers from, is read from ARROW_DEFAULT_MEMORY_POOL once,
   when Arrow loads: `choose_arrow_allocator` sets that variable, and must run before
   anything imports pyarrow (the console script's entry, `meltwater.cli.entry`, calls it
-  first). Left at mimalloc, those buffers alone cost a scan to Parquet 3.5% of its time in
-  runs from cold (1.646 s against 1.590 s, 9 rounds);
+  first). Left at mimalloc, those buffers alone cost a scan to Parquet a few per cent of
+  its time in runs from cold;
 - pyarrow's own default (compute kernels, buffers, the Parquet parts of
   `meltwater.output.parquet_parts`) follows `pa.set_memory_pool`:
   `use_command_memory_pool`, once pyarrow is loaded.

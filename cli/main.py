@@ -44,8 +44,8 @@ def _own_version() -> str:
 
 
 class _VersionAction(argparse.Action):
-    """`--version`: looks the version up only when asked (importlib.metadata costs every
-    command 20 ms of start-up otherwise)."""
+    """`--version`: looks the version up only when asked (importlib.metadata would add to
+    every command's start-up otherwise)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
                  **kwargs: object) -> None:
@@ -107,8 +107,8 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
 
     With `exit_when_done` (the console script's), a one-shot command (`scan`, `changes`,
     `plan`, `snapshots`, `version`) ends the process as soon as its output is flushed,
-    without the interpreter's teardown: finalizing some 400 modules and joining Arrow's
-    thread pools took 18-44 ms after a scan to Parquet had written and renamed its file
+    without the interpreter's teardown: finalizing some hundreds of modules and joining
+    Arrow's thread pools took time after a scan to Parquet had written and renamed its file
     (the memory is the kernel's to free either way). Commands that run a service or Spark
     always end the ordinary way, as does a process with threads still at work. Such a
     command's process also never loads pandas (`meltwater.cli.pandas_guard`)."""
@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     handler: Handler = args.handler
     use_command_memory_pool()
     # What start-up made (modules, the parser) lives as long as the process: frozen, it is
-    # not walked again by every collection while a command runs (3% of a Parquet scan).
+    # not walked again by every collection while a command runs.
     gc.freeze()
     try:
         with signals.signals_raise(watchdog=getattr(args, "one_shot", False)):

@@ -2,9 +2,9 @@
 
 pyarrow asks whether pandas is installed the first time `pa.array` is given a Python
 sequence (its `_is_array_like` check, to tell a pandas Series from a list), and answers by
-importing it: with pandas 2.3 and numpy on this machine, 0.30 s of a process whose whole
-`changes` read of one upsert commit takes about 1 s (`python -c "import pyarrow as pa;
-pa.array([1])"`: 0.45 s against 0.15 s without pandas). meltwater never hands pandas
+importing it, with numpy: a large share of a one-shot command's whole run (compare
+`python -c "import pyarrow as pa; pa.array([1])"` with and without pandas installed).
+meltwater never hands pandas
 objects to pyarrow, so the console script's one-shot commands (`scan`, `changes`, `plan`,
 `snapshots`, `version`) make pandas unimportable before they run: pyarrow then treats it
 as absent, as where it is not installed. A process that has loaded pandas already is left

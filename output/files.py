@@ -153,8 +153,8 @@ def replacing_file(path: str | os.PathLike[str], *, text: bool) -> Iterator[IO]:
 
 
 # Large outputs go to their file this many bytes per write. One write of tens of MiB (a
-# Parquet part, a batch of CSV) took three times the system time of the same bytes in 1 MiB
-# writes here (0.4-0.6 s against 0.15 s for 240 MB: the kernel throttles one call's pages).
+# Parquet part, a batch of CSV) took several times the system time of the same bytes in
+# 1 MiB writes here: the kernel throttles one call's pages.
 WRITE_SIZE = 1 << 20
 # An output file is written back to disk every this many bytes (see `WriteBack`).
 WRITE_BACK_BYTES = 32 << 20
@@ -178,9 +178,9 @@ class WriteBack:
     """Writes to an output in `WRITE_SIZE` pieces and, when the output is a regular file,
     waits for every `every` bytes to reach the disk as it goes.
 
-    `replacing_file` fsyncs the file before renaming it into place, and that fsync waits
-    for whatever is not on disk yet: for `scan --format jsonl` of the bench table, 937 MB
-    written back in the last 0.6 s of the run while both cores idled. Written back as it
+    `replacing_file` fsyncs the file before renaming it into place, and that fsync waits for
+    whatever is not on disk yet: for `scan --format jsonl` of the bench table, most of the
+    file was written back at the end of the run while both cores idled. Written back as it
     goes (on the thread that writes, which the scan does not wait for), the closing fsync
     waits for the last few MiB only."""
 

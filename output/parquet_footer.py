@@ -51,7 +51,7 @@ _LOADING = threading.Lock()
 @functools.cache
 def _load() -> _Thrift:
     # thriftpy2 and its IDL parser are imported here, not with this module: with the
-    # parsing of parquet.thrift, 60 ms that the first encoder thread spends while the scan
+    # parsing of parquet.thrift, time that the first encoder thread spends while the scan
     # reads on, rather than the command's start-up.
     import thriftpy2
     from thriftpy2.protocol import TCompactProtocolFactory

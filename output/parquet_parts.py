@@ -133,8 +133,8 @@ class PartEncoder:
     the first row group abandoned (see the module doc).
 
     Pieces are written into buffers taken back with `recycle` once their bytes are in the
-    file. A fresh buffer costs a page fault per 4 KiB as the encoder fills it (26 ms of
-    system time for 50 MB, against 190 ms to encode it)."""
+    file. A fresh buffer costs a page fault per 4 KiB as the encoder fills it, a sizable
+    share of the encoding's own time."""
 
     def __init__(self, schema: pa.Schema, row_group_size: int, *, spares: int = 4) -> None:
         self._schema = schema

@@ -149,12 +149,11 @@ TEXT_WRITES_QUEUED = 4
 
 # Row groups of at most 512Ki rows (half `pq.write_table`'s 1Mi), and at most this much
 # Arrow memory each, so a wide table's row groups stay bounded too. Batches from a scan are
-# far smaller (one per data file), and a row group per batch cost 40% more to encode: every
-# column chunk starts a new dictionary, and for high-cardinality columns most values go
-# through the dictionary before Parquet gives up on it. Half of 1Mi costs 2.7% more to
-# encode (in-process, the bench table) but halves what is in flight (two row groups being
-# encoded and the next being gathered): the whole process touched 96k fresh pages instead
-# of 125k and took 1.632 s against 1.658 s (9 A/B rounds).
+# far smaller (one per data file), and a row group per batch cost much more to encode:
+# every column chunk starts a new dictionary, and for high-cardinality columns most values
+# go through the dictionary before Parquet gives up on it. Half of 1Mi costs a little more
+# to encode but halves what is in flight (two row groups being encoded and the next being
+# gathered), so the whole process touches fewer fresh pages and is no slower.
 ROW_GROUP_ROWS = 512 * 1024
 ROW_GROUP_BYTES = 128 * 1024 * 1024
 # The first row group of a Parquet output is smaller: the parts after it wait for it to be
@@ -227,7 +226,7 @@ def _write_parquet(reader: pa.RecordBatchReader, output: str | None) -> int:
                                            ahead=2 * pieces - workers)) as encoded:
         sink = WriteBack(binary)
         # Made by the writer thread when the first part comes: making one loads the Thrift
-        # definition (thriftpy2 and parquet.thrift, about 60 ms), which the scan would
+        # definition (thriftpy2 and parquet.thrift), which the scan would
         # otherwise wait for before reading its first file.
         writers: list[PartsWriter] = []
 

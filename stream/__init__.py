@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 # The API's names, each loaded from its module on first use (PEP 562): importing one
 # engine module (the CLI's `scan` imports a few) does not load the change feed and the
-# incremental planner too, 20 ms of every command's start-up.
+# incremental planner too, which every command's start-up would pay.
 _LAZY = {
     "ChangeFeed": "meltwater.stream.engine.changes.change_feed",
     "change_feed": "meltwater.stream.engine.changes.change_feed",

@@ -195,9 +195,8 @@ def pack_parts(parts: Sequence[CommitPart], target_bytes: int = DEFAULT_TARGET_S
     A part is never split unless it is `one_way`: carry-over removal and update pairing
     need its tasks together. An upsert commit is not cut into `key_shares` here, as a
     batch change read cuts it: a stream's executors would each keep the lookups of
-    whichever shares reached them, and each share pays them again (measured with
-    `meltwater serve` following the 2M-row backlog table at an upsert a second:
-    commit-to-mirror latency median 2.3-3.3 s with shares, 0.90 s without).
+    whichever shares reached them, and each share pays them again (bench/README.md has
+    the service's commit-to-mirror latency both ways).
     A micro-batch smaller than `parallelism` targets is spread over at least `parallelism`
     partitions (as Spark sizes file splits), or one core would read nearly all of it; the
     packing itself is `splitting.pack_in_order`.

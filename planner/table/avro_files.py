@@ -2,9 +2,9 @@ r"""Avro object container files (manifests, manifest lists), decoded by fastavro
 
 Two costs of `fastavro.reader` weigh on Iceberg metadata:
 
-- it parses the writer schema from JSON for every file: about 120 us for a manifest's
-  schema, more than decoding the one entry of a manifest that one append wrote. A table of
-  600 such manifests paid it 600 times, yet they all carry the same schema text. Here the
+- it parses the writer schema from JSON for every file, which costs more than decoding the
+  one entry of a manifest that one append wrote. A table of hundreds of such manifests
+  paid it once per manifest, yet they all carry the same schema text. Here the
   parsed schema is kept per schema text (`_block_schema`).
 - it inflates and decodes every block. Planning that needs a few named files can look at a
   block's inflated bytes first and decode only blocks that may hold them

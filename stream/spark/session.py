@@ -3,8 +3,8 @@
 A pip-installed pyspark is its own SPARK_HOME, and Spark puts
 `$SPARK_HOME/python/lib/pyspark.zip` first on the `PYTHONPATH` of every Python process it
 starts. zipimport never caches bytecode, so each such process compiles pyspark's modules
-again: 0.57-0.64 s before it does anything, against 0.14-0.19 s importing the same pyspark
-from site-packages (bench/README.md, "Where meltwater's time goes"). Spark starts a fresh,
+again before it does anything, several times what importing the same pyspark from
+site-packages takes (bench/README.md, "Where meltwater's time goes"). Spark starts a fresh,
 unpooled process for each Python streaming source, so every streaming query, and every
 `Trigger.AvailableNow` job, pays it.
 

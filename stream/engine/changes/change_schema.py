@@ -5,8 +5,8 @@ as callers give them, `ChangeOptions` resolved for a table).
 Kept apart from the modules that build change rows (`reconstruction`, `updates`), which
 import `pyarrow.compute` and the data readers: Spark starts a fresh Python process for the
 driver side of every streaming query, and that process plans micro-batches without reading
-a row. Importing only this, the planner and the offsets there saves about 0.07 s per query
-(`bench/streaming.py`).
+a row, importing only this, the planner and the offsets (`bench/streaming.py` measures
+what that saves per query).
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ how they are brought to the table's columns.
 A sink that applies changes by key (a database mirror, a compacted topic) uses of a row
 that left (DELETE, UPDATE_BEFORE) only its key. An upsert commit's departing rows are its
 keys' old rows, spread over every page of the older files: read whole, they cost a decode
-of most of the table for each commit (on the 2M-row backlog table, 0.34 s of a 0.35 s
-warm read of one upsert commit of 1,000 keys, against 0.14 s for the keys alone). With
+of most of the table for each commit, where their keys alone are a fraction of it. With
 key images the commit's whole-file and equality deletes read the departing rows' key
 columns only (and the columns the row filter or a key share needs, nulled once used);
 every other departing row, read whole where its read is shared with arriving rows, has

@@ -2,9 +2,9 @@
 
 Every change row carries its commit's ordinal, snapshot id, sequence number and timestamp
 and its change type: five columns of one value per batch. `pa.repeat` appends the value
-row by row, about 110 µs per 62,500 rows and column, which was 14% of reading an
-append-only commit. A fixed-width value is laid out once and its bytes repeated (about
-5 µs); any other value is a zero-copy slice of one long column built per value and kept.
+row by row, a noticeable share of reading an append-only commit. A fixed-width value is
+laid out once and its bytes repeated; any other value is a zero-copy slice of one long
+column built per value and kept.
 """
 
 from __future__ import annotations

@@ -110,8 +110,8 @@ def _dictionary_encoded_strings(file: Any, schema: pa.Schema) -> list[str]:
     """Top-level string and binary columns with a dictionary page in every row group.
 
     Arrow decodes such a column to plain strings value by value; reading it as a
-    dictionary and expanding that with one `take` costs about half as much (0.089 s vs
-    0.049 s for the benchmark tables' `category`). Pages that fell back to plain encoding
+    dictionary and expanding that with one `take` costs about half as much. Pages that fell
+    back to plain encoding
     are still read correctly, only slower, so a dictionary page in every row group is
     enough to choose it."""
     metadata = file.metadata

@@ -3,11 +3,11 @@ of a change read.
 
 A scan opens every Parquet footer (`bulk_groups.partition`) and reads every position delete
 file (`DeleteLoader.read_positions`) before its rows: a few KiB each, one file after
-another. On local disk each takes microseconds; on S3 each is a round trip (a footer
-GET, about 2.5 ms on loopback; a delete file's HEAD and two GETs, about 4.5 ms), so a
-reader thread of the 200-file bench table waited about 1.4 s on them in a row with the
-cores idle. Iceberg Java's readers open files on a worker pool for the same reason.
-Locations on this machine keep the plain loop: a pool only costs there.
+another. On local disk each takes microseconds; on S3 each is a round trip (a footer's GET;
+a delete file's HEAD and two GETs), so a reader thread of a table of hundreds of files
+waited on them in a row with the cores idle. Iceberg Java's readers open files on a worker
+pool for the same reason. Locations on this machine keep the plain loop: a pool only costs
+there.
 
 A change read is different: it decodes the key columns of every file an equality delete
 may reach, and then the rows that changed, from tens or hundreds of files. Decoding
