@@ -88,11 +88,6 @@ class Budget:
     max_rows: int | None = None
     max_bytes: int | None = None
 
-    @property
-    def unlimited(self) -> bool:
-        """Whether no limit is set: a micro-batch may read everything there is."""
-        return self.max_files is None and self.max_rows is None and self.max_bytes is None
-
     def fits(self, cost: Cost) -> bool:
         """Whether reading something of this cost stays within every limit."""
         return ((self.max_files is None or cost.files <= self.max_files)

@@ -43,7 +43,7 @@ from corpus.compare import _canonical, assert_same_rows
 from meltwater.planner.changes import micro_batch
 from meltwater.planner.changes.commit_units import commit_units
 from meltwater.planner.changes.incremental import IncrementalPlanner
-from meltwater.planner.changes.micro_batch import Budget, Cost, pack_parts, task_cost
+from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, Cost, pack_parts, task_cost
 from meltwater.planner.errors import (
     CorruptMetadataError,
     ExpiredSnapshotsError,
@@ -225,7 +225,7 @@ def test_stream_options_and_read_limits(corpus):
                                   "streaming-max-bytes-per-micro-batch": "1k"})
     assert reader.getDefaultReadLimit() == ReadMaxFiles(4)
     assert reader.budget(ReadMaxFiles(4)) == Budget(4, 100, 1024)
-    assert reader.budget(ReadAllAvailable()).unlimited  # Spark's word wins (Trigger.Once)
+    assert reader.budget(ReadAllAvailable()) == UNLIMITED  # Spark's word wins (Trigger.Once)
     assert _reader(location, **{"streaming-max-rows-per-micro-batch": 9}
                    ).getDefaultReadLimit() == ReadMaxRows(9)
     assert _reader(location, maxBytesPerTrigger="1g").getDefaultReadLimit() == ReadMaxBytes(
@@ -279,7 +279,7 @@ def test_micro_batches_cover_the_history(corpus, name, options):
             assert index == 0, (name, index)
             if part.first_task + len(part.changes.tasks) < part.task_count:
                 assert len(parts) == 1, name
-    if budget.unlimited:
+    if budget == UNLIMITED:
         assert len(batches) == 1
     else:
         assert len(batches) > 1

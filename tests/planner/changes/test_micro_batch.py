@@ -106,13 +106,13 @@ def test_costs_add_up():
     (Budget(2, 20, 200), Cost(2, 20, 200), Cost(2, 20, 201)),
 ])
 def test_a_budget_limits_each_kind_it_names(budget, fits, over):
-    assert not budget.unlimited
+    assert budget != UNLIMITED
     assert budget.fits(fits)
     assert not budget.fits(over)
 
 
 def test_the_unlimited_budget_fits_anything():
-    assert UNLIMITED.unlimited and Budget().unlimited
+    assert Budget() == UNLIMITED
     assert UNLIMITED.fits(Cost(10**9, 10**18, 10**18))
 
 
