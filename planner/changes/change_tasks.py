@@ -86,10 +86,6 @@ class AddedRowsTask:
     deletes: tuple[DeleteFileRef, ...] = ()
     equality: EqualityDeleteSet | None = None
 
-    @property
-    def data_files(self) -> tuple[DataFile, ...]:
-        """The data files the task reads."""
-        return (self.data_file,)
 
 
 @dataclass(frozen=True)
@@ -103,10 +99,6 @@ class DeletedDataFileTask:
     existing_deletes: tuple[DeleteFileRef, ...] = ()
     equality: EqualityDeleteSet | None = None
 
-    @property
-    def data_files(self) -> tuple[DataFile, ...]:
-        """The data files the task reads."""
-        return (self.data_file,)
 
 
 @dataclass(frozen=True)
@@ -123,10 +115,6 @@ class DeletedRowsTask:
     added_deletes: tuple[DeleteFileRef, ...] = ()
     equality: EqualityChange | None = None
 
-    @property
-    def data_files(self) -> tuple[DataFile, ...]:
-        """The data files the task reads."""
-        return (self.data_file,)
 
     @property
     def may_undelete(self) -> bool:
@@ -169,10 +157,6 @@ class EqualityDeletedRowsTask:
             self._index.append(DeleteFileIndex({}, self.positional))
         return self._index[0].positional_for(ref.sequence_number, ref.file)
 
-    @property
-    def data_files(self) -> tuple[DataFile, ...]:
-        """The data files the task may read (rows of them only where a key matches)."""
-        return tuple(ref.file for ref in self.candidates)
 
     @property
     def may_undelete(self) -> bool:
