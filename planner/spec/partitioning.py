@@ -67,8 +67,6 @@ class PartitionSpec:
         return StructType(tuple(fields))
 
 
-UNPARTITIONED = PartitionSpec(0, ())
-
 
 def parse_spec(obj: dict[str, Any]) -> PartitionSpec:
     """A partition spec from its JSON form in table metadata."""
