@@ -33,16 +33,13 @@ A table created by older code has no record: the first open records it by matchi
 column names against the table's current schema (columns it cannot match are left alone
 and named in a warning).
 
-Batch columns are matched to the schema's fields by the Iceberg field id they carry
-(`meltwater.stream` batches do; so do the service's, see `meltwater.sinks.mirror_stream`),
-else by name: in the batch's schema, else the table's current one (a name those two give
-different ids, as after a drop and re-add, is refused rather than guessed). A field the
-batch carries but its schema lacks (added later, or dropped) is left out. A field of the
-batch's schema the batch lacks is refused if the table still has it (a stream started
-before the column was added would otherwise lose its values: restart the stream), and
-dropped from the mirror now if the table dropped it since. With a `Schema` source, a
-missing column is written as null (the rows of an older schema did not have it). Change
-metadata and row lineage columns are not mirrored.
+Batch columns are matched to the schema's fields by the Iceberg field id they carry, else
+by name (`batch_columns`); a field the batch carries but its schema lacks (added later, or
+dropped) is left out. A field of the batch's schema the batch lacks is refused if the table
+still has it (a stream started before the column was added would otherwise lose its
+values: restart the stream), and dropped from the mirror now if the table dropped it
+since. With a `Schema` source, a missing column is written as null (the rows of an older
+schema did not have it). Change metadata and row lineage columns are not mirrored.
 
 The position a batch records is the commit it reaches: `snapshot_id` when the caller
 gives it, else its last commit's (an empty batch carries the previous position forward).
@@ -66,6 +63,7 @@ from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink
+from meltwater.sinks.batch_columns import columns_by_field_id
 from meltwater.sinks.column_record import ColumnRecord, RecordedColumn
 from meltwater.sinks.database import POSTGRES_SCHEMES, SQLITE_SCHEMES, connect
 from meltwater.sinks.errors import (
@@ -103,15 +101,12 @@ from meltwater.stream.engine.changes.change_schema import (
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,
     COMMIT_SNAPSHOT_ID,
-    LINEAGE_COLUMNS,
-    METADATA_COLUMNS,
 )
-from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY, to_arrow_type
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_type
 
 log = logging.getLogger(__name__)
 
 _KEPT_METADATA = (CHANGE_TYPE, CHANGE_ORDINAL, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER)
-_NOT_MIRRORED = frozenset(METADATA_COLUMNS) | frozenset(LINEAGE_COLUMNS)
 
 
 class Mirror:
@@ -335,7 +330,8 @@ class Mirror:
                  what: str) -> tuple[pa.Table, list[Column]]:
         """The batch in the mirror's columns and types (after following `schema`), plus the
         change metadata it needs; and the key columns."""
-        mapped = self._match(batch, schema, what)
+        mapped = columns_by_field_id(batch, schema, self._latest_schema(), self._source_name,
+                                     what)
         missing_keys = [fid for fid in self._key_ids if fid not in mapped]
         if missing_keys:
             raise InvalidChangesError(f"{what} lacks key column "
@@ -373,53 +369,6 @@ class Mirror:
     def _key_name(self, field_id: int, schema: Schema) -> str:
         return (repr(schema.find_field(field_id).name) if schema.has_field(field_id)
                 else f"(field id {field_id})")
-
-    def _match(self, batch: pa.Table, schema: Schema, what: str) -> dict[int, pa.ChunkedArray]:
-        """Batch columns by field id: the id they carry, else their name (see the module
-        doc). Ids the schema lacks are left out."""
-        mapped: dict[int, pa.ChunkedArray] = {}
-        unknown: list[str] = []
-        top_level = {f.field_id for f in schema.fields}
-        for index, field in enumerate(batch.schema):
-            if field.name in _NOT_MIRRORED:
-                continue
-            raw_id = (field.metadata or {}).get(FIELD_ID_KEY)
-            field_id = int(raw_id) if raw_id is not None else self._id_by_name(field.name,
-                                                                               schema)
-            if field_id is None:
-                unknown.append(field.name)
-                continue
-            if field_id not in top_level:
-                continue  # added after the batch's commit, or dropped: not in its rows
-            if field_id in mapped:
-                raise InvalidChangesError(f"{what}: batch columns {field.name!r} and another both "
-                                     f"map to field id {field_id}")
-            mapped[field_id] = batch.column(index)
-        if unknown:
-            raise InvalidChangesError(f"{what} has column(s) {', '.join(unknown)} that "
-                                 f"{self._source_name} does not have")
-        return mapped
-
-    def _id_by_name(self, name: str, schema: Schema) -> int | None:
-        """A batch column without a field id: its name in the batch's schema, else in the
-        table's current one; refused when the two give it different ids."""
-        ids = {fid for fid in (_top_level_id(schema, name),
-                               _top_level_id(self._latest_schema(), name))
-               if fid is not None}
-        if len(ids) > 1:
-            raise SchemaChangeNotMirroredError(
-                f"batch column {name!r} has no field id, and the name is field "
-                f"{' and '.join(map(str, sorted(ids)))} of {self._source_name} (dropped and "
-                "added again): give the batch field ids (meltwater.stream batches, or "
-                "ForeachBatchWriter(field_ids=...))")
-        return ids.pop() if ids else None
-
-
-def _top_level_id(schema: Schema, name: str) -> int | None:
-    for field in schema.fields:
-        if field.name == name:
-            return field.field_id
-    return None
 
 
 def _position(entry: LedgerEntry | None) -> Position | None:
