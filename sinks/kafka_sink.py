@@ -79,6 +79,7 @@ from meltwater.sinks.source_table import (
     SourceTable,
     batch_reach,
     check_replay,
+    key_column_names,
     stated_end,
 )
 from meltwater.stream.engine.decode.arrow_schema import field_id
@@ -112,7 +113,7 @@ def resolve_key(schema: Schema, key: Sequence[str] | None, table: object,
                 key_hint: str = KEY_HINT) -> tuple[int, ...]:
     """The key's field ids: the columns given, else the identifier fields; each a top-level
     column of a primitive type."""
-    names = list(key) if key else [schema.column_name(f) for f in schema.identifier_field_ids]
+    names = key_column_names(key, schema)
     if not names:
         raise MissingKeyColumnsError(
             f"table {table} has no identifier fields to key its Kafka messages by: "

@@ -86,6 +86,7 @@ from meltwater.sinks.source_table import (
     SourceTable,
     batch_reach,
     check_replay,
+    key_column_names,
     last_commit,
     stated_end,
 )
@@ -273,7 +274,7 @@ class Mirror:
         self.columns = [c for c in columns if c.field_id in recorded]
 
     def _keys(self, schema: Schema, columns: list[Column]) -> list[int]:
-        names = mirror_key_names(self._key_names, schema)
+        names = key_column_names(self._key_names, schema)
         if not names:
             raise MissingKeyColumnsError(
                 f"{self._source_name} has no identifier fields and no key columns were given: "
@@ -379,9 +380,3 @@ def _position(entry: LedgerEntry | None) -> Position | None:
 
 for _scheme in SQLITE_SCHEMES + POSTGRES_SCHEMES:
     register_sink(_scheme, Mirror)
-
-
-def mirror_key_names(key: Sequence[str] | None, schema: Schema) -> list[str]:
-    """A mirror's key columns: those configured, else the table's identifier fields (none:
-    the mirror refuses, naming `key`)."""
-    return list(key) if key else [schema.column_name(fid) for fid in schema.identifier_field_ids]

@@ -34,6 +34,7 @@ from typing import Any
 from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
+from meltwater.sinks.source_table import key_column_names
 from meltwater.stream.engine.changes.change_schema import (
     LINEAGE_COLUMNS,
     METADATA_COLUMNS,
@@ -106,9 +107,7 @@ def mirror_source_options(options: Mapping[str, Any], placement: SinkPlacement
     key, so the old values of the rows an upsert commit replaces are never read whole.
     A table without identifier fields and a mirror without `key` get neither (the mirror
     refuses them, naming `key`)."""
-    from meltwater.sinks.mirror import mirror_key_names
-
-    names = mirror_key_names(options.get("key"), load_table(placement.table).metadata.schema)
+    names = key_column_names(options.get("key"), load_table(placement.table).metadata.schema)
     if not names:
         return {}
     return {"identifier-columns": ",".join(names), "before-images": BeforeImages.KEY}

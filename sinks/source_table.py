@@ -13,13 +13,15 @@ answered here once:
   batch ends (the snapshot held whole at its stream offset, or the snapshot given), else
   the batch's last commit (`last_commit`: the highest `_change_ordinal`), else, for an
   empty batch, the previous batch's, carried forward;
+- the columns a sink keys rows by (`key_column_names`): those configured, else the
+  table's identifier fields;
 - whether a batch id the sink has seen is Spark's replay of that batch or another batch
   under a reused id (`check_replay`): the same count and end, or refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -139,6 +141,12 @@ class SourceTable:
 
 def _no_parent(_snapshot_id: int) -> int | None:
     return None
+
+
+def key_column_names(key: Sequence[str] | None, schema: Schema) -> list[str]:
+    """The columns a sink keys rows by: those configured, else the table's identifier
+    fields (none: the sink refuses, asking for `key`)."""
+    return list(key) if key else [schema.column_name(f) for f in schema.identifier_field_ids]
 
 
 # -- where a batch ends ----------------------------------------------------------------------
