@@ -11,6 +11,7 @@ import pytest
 import meltwater.sinks.source_table as source_table
 from meltwater.planner.changes.micro_batch import StreamOffset
 from meltwater.planner.errors import NoSuchSnapshotError
+from meltwater.planner.spec.types import parse_schema
 from meltwater.planner.table.metadata import parse_metadata
 from meltwater.sinks.errors import BatchMismatchError
 from meltwater.sinks.source_table import (
@@ -21,6 +22,7 @@ from meltwater.sinks.source_table import (
     SourceTable,
     batch_reach,
     check_replay,
+    key_column_names,
     last_commit,
     parent_in,
     sequence_number_in,
@@ -131,6 +133,13 @@ def test_the_stated_end_is_the_offsets_else_the_snapshot_given():
     # no table (a mirror of a given schema): no parent, no sequence number
     assert stated_end(StreamOffset(3, 1, complete=True), None, None, None) == (3, None)
     assert stated_end(StreamOffset(3, 1), None, None, None) == NO_COMMIT
+
+
+def test_a_sink_keys_by_the_columns_given_else_the_identifier_fields():
+    keyed = parse_schema({"schema-id": 0, "fields": [ID, V], "identifier-field-ids": [1]})
+    assert key_column_names(None, keyed) == ["id"]
+    assert key_column_names(["v"], keyed) == ["v"]
+    assert key_column_names([], NEW.schema) == []  # the sink refuses, asking for `key`
 
 
 def changes(ordinals, snapshots, sequences=None) -> pa.Table:
