@@ -23,7 +23,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from meltwater.service.config import CheckpointInUseError
+from meltwater.service.errors import CheckpointInUseError
 
 LOCK_NAME = "meltwater.lock"
 

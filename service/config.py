@@ -41,7 +41,8 @@ runs with `schema-change=fail` (the service restarts it with the new schema; see
 is refused.
 
 Every problem is reported as one line naming the file, the key and what is wrong, before a
-SparkSession or a sink is touched: a bad config must never half-start a service.
+SparkSession or a sink is touched: a bad config must never half-start a service. The
+tables are read by `toml_reader`; what they become is `config_model`'s (re-exported here).
 """
 
 from __future__ import annotations
@@ -49,15 +50,31 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
-from urllib.parse import unquote, urlsplit
+from typing import Any
 
 from meltwater.planner.errors import MeltwaterError
-from meltwater.planner.str_enum import StrEnum
 from meltwater.planner.table.table_source import TableSource, parse_table_source
+from meltwater.service.config_model import (
+    SPARK_LOG_OFF,
+    PipelineConfig,
+    ProgressMode,
+    ServiceConfig,
+    SinkConfig,
+    Trigger,
+    catalog_options,
+    local_path,
+)
+from meltwater.service.errors import ConfigError
 from meltwater.service.logs import LogFormat
+from meltwater.service.toml_reader import (
+    TableReader,
+    choice,
+    dotted,
+    duration,
+    parse_duration,
+    scalar_text,
+)
 from meltwater.sinks.base import redact_url
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kinds import SinkPlacement, sink_kind
@@ -67,193 +84,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-SPARK_LOG_OFF = "off"
+# what a configuration is, and its error, for the callers of load_config and parse_config
+__all__ = ["ConfigError", "PipelineConfig", "ProgressMode", "ServiceConfig", "SinkConfig",
+           "Trigger", "load_config", "parse_config", "parse_duration"]
 
-
-class ProgressMode(StrEnum):
-    """The progress lines on stdout (`[service] progress`)."""
-
-    AUTO = "auto"  # a live line per pipeline on a terminal, else LINES
-    LINES = "lines"  # a line per pipeline whenever it changes
-    OFF = "off"
-
-
-class Trigger(StrEnum):
-    """When a pipeline's micro-batches start (`trigger`)."""
-
-    EVENT = "event"  # when the table commits
-    AVAILABLE_NOW = "available-now"  # once, over what is there, then the pipeline ends
-    INTERVAL = "interval"  # every `interval_s` seconds (the configuration gives a duration)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
-          "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-class ConfigError(MeltwaterError):
-    """The service configuration is invalid; the message names the file and the key."""
-
-
-class CheckpointInUseError(MeltwaterError):
-    """Another process holds a checkpoint's lock: another service runs that pipeline
-    (`meltwater.service.checkpoints`)."""
-
-
-def local_path(location: str) -> Path | None:
-    """A checkpoint location on this machine's file system (a path or a file: URI); None
-    for a remote one (s3://, hdfs://, ...)."""
-    if location.startswith("file:"):
-        return Path(unquote(urlsplit(location).path)).expanduser()
-    if "://" in location:
-        return None
-    return Path(location).expanduser()
-
-
-@dataclass(frozen=True)
-class SinkConfig:
-    """A pipeline's sink: its kind, and that kind's options as the configuration gives them."""
-
-    type: str  # a registered sink kind's name (aliases resolved)
-    options: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """One pipeline: the table it streams, where it checkpoints, its sink and trigger."""
-
-    name: str
-    table: str  # as the config names it
-    checkpoint: str
-    sink: SinkConfig
-    trigger: Trigger = Trigger.EVENT
-    interval_s: float | None = None  # for Trigger.INTERVAL
-    options: dict[str, str] = field(default_factory=dict)
-    source: TableSource | None = None  # the table, resolved with the config's [catalogs]
-
-    @property
-    def event_driven(self) -> bool:
-        """Whether micro-batches start when the table commits, not on an interval."""
-        return self.trigger == Trigger.EVENT
-
-    @property
-    def table_source(self) -> TableSource:
-        """The pipeline's table, with its catalog's properties from this configuration."""
-        return self.source or parse_table_source(self.table)
-
-    @property
-    def sink_placement(self) -> SinkPlacement:
-        """The names a sink may need to place its state (pipeline, table, checkpoint), and
-        the options of its stream."""
-        return SinkPlacement(self.name, self.table_source, self.checkpoint, self.options)
-
-    @property
-    def source_options(self) -> dict[str, str]:
-        """The options of the pipeline's `readStream.format("meltwater")`: its own, and its
-        catalog's properties as `catalog.*` options (the source runs in Spark's Python
-        workers, which do not see this configuration file). Unless the pipeline bounds its
-        micro-batches itself, they read at most `DEFAULT_MAX_ROWS` rows
-        (`streaming-max-rows-per-micro-batch`): sinks gather each micro-batch in the
-        service's own process, so this bounds its memory (a table's first snapshot, read
-        as INSERTs, is then several micro-batches)."""
-        options = {**self.options, **catalog_options(self.table_source)}
-        if not any(k.lower() in _BUDGET_OPTIONS for k in options):
-            options[_DEFAULT_BUDGET] = str(DEFAULT_MAX_ROWS)
-        return options
-
-
-DEFAULT_MAX_ROWS = 500_000
-_DEFAULT_BUDGET = "streaming-max-rows-per-micro-batch"
-_BUDGET_OPTIONS = {"streaming-max-files-per-micro-batch", "maxfilespertrigger",
-                   "streaming-max-rows-per-micro-batch", "streaming-max-bytes-per-micro-batch",
-                   "maxbytespertrigger"}
-
-
-def catalog_options(source: TableSource) -> dict[str, str]:
-    """A table source's catalog properties as the Spark source's `catalog.*` options."""
-    return {f"catalog.{k}": v for k, v in source.catalog_properties.items()}
-
-
-@dataclass(frozen=True)
-class ServiceConfig:
-    """A `meltwater serve` configuration: its pipelines, status server, logging and Spark."""
-
-    pipelines: tuple[PipelineConfig, ...]
-    http_host: str | None = "127.0.0.1"
-    http_port: int = 9464
-    log_format: LogFormat = LogFormat.TEXT
-    progress: ProgressMode = ProgressMode.AUTO
-    shutdown_timeout_s: float = 30.0
-    spark_master: str | None = None
-    spark_log: str | None = None  # a path, "off", or None: beside the first checkpoint
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    source: str = "<config>"
-    catalogs: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds in `text` ("10s", "500ms", "1min"), or None if it is not a duration."""
-    match = _DURATION.match(str(text))
-    if not match:
-        return None
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-class _Reader:
-    """Reads one table of the TOML document, naming keys by their path in errors."""
-
-    def __init__(self, source: str, path: str, table: Any) -> None:
-        self.source = source
-        self.path = path
-        if not isinstance(table, Mapping):
-            self.fail("", f"expected a table, got {type(table).__name__}")
-        self.table = dict(table)
-        self.used: set[str] = set()
-
-    def fail(self, key: str, problem: str) -> NoReturn:
-        where = ".".join(p for p in (self.path, key) if p) or "(top level)"
-        raise ConfigError(f"{self.source}: {where}: {problem}")
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, *,
-            required: bool = False) -> Any:
-        self.used.add(key)
-        if key not in self.table:
-            if required:
-                self.fail(key, "is required")
-            return default
-        value = self.table[key]
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds:
-            self.fail(key, f"expected {_kind_name(kind)}, got a boolean")
-        if not isinstance(value, kind):
-            self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} "
-                           f"{value!r}")
-        return value
-
-    def child(self, key: str) -> _Reader:
-        self.used.add(key)
-        return _Reader(self.source, f"{self.path}.{key}" if self.path else key,
-                       self.table.get(key, {}))
-
-    def done(self) -> None:
-        unknown = sorted(set(self.table) - self.used)
-        if unknown:
-            self.fail(unknown[0], "unknown key" + _suggest(unknown[0], self.used))
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-             list: "a list", dict: "a table"}
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def _suggest(key: str, known: set[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(known))})"
 
 
 def load_config(path: str | Path) -> ServiceConfig:
@@ -272,13 +107,13 @@ def load_config(path: str | Path) -> ServiceConfig:
 
 def parse_config(document: Mapping[str, Any], source: str = "<config>") -> ServiceConfig:
     """Validate a parsed TOML document (see the module docstring for its keys)."""
-    top = _Reader(source, "", document)
+    top = TableReader(source, "", document)
     service = top.child("service")
     http = service.get("http", (str, bool), "127.0.0.1:9464")
     host, port = _http_address(service, http)
-    log_format = _choice(service, "log", LogFormat, LogFormat.TEXT)
-    progress = _choice(service, "progress", ProgressMode, ProgressMode.AUTO)
-    shutdown = _duration(service, "shutdown-timeout", "30s")
+    log_format = choice(service, "log", LogFormat, LogFormat.TEXT)
+    progress = choice(service, "progress", ProgressMode, ProgressMode.AUTO)
+    shutdown = duration(service, "shutdown-timeout", "30s")
     spark_log = service.get("spark-log", str)
     if spark_log is not None and not spark_log.strip():
         service.fail("spark-log", f"expected a file path or \"{SPARK_LOG_OFF}\", got \"\"")
@@ -288,11 +123,7 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
 
     spark = top.child("spark")
     master = spark.get("master", str)
-    conf_reader = spark.child("conf")
-    conf = {}
-    for key in list(conf_reader.table):
-        value = conf_reader.get(key, (str, int, float, bool))
-        conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    conf = spark.child("conf").scalars()
     spark.done()
 
     catalogs = _catalogs(top.child("catalogs"))
@@ -306,7 +137,7 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
                          master, spark_log, conf, source, catalogs)
 
 
-def _catalogs(reader: _Reader) -> dict[str, dict[str, str]]:
+def _catalogs(reader: TableReader) -> dict[str, dict[str, str]]:
     """`[catalogs.NAME]` tables: each catalog's properties, as pyiceberg names them (nested
     TOML keys such as `s3.endpoint = ...` become dotted names)."""
     catalogs: dict[str, dict[str, str]] = {}
@@ -314,26 +145,13 @@ def _catalogs(reader: _Reader) -> dict[str, dict[str, str]]:
         if not _NAME.match(name):
             reader.fail(name, "use letters, digits, '.', '_' and '-' in catalog names")
         child = reader.child(name)
-        catalogs[name] = {key: str(value).lower() if isinstance(value, bool) else str(value)
-                          for key, value in _dotted(child, child.table).items()}
+        catalogs[name] = {key: scalar_text(value)
+                          for key, value in dotted(child, child.table).items()}
     reader.done()
     return catalogs
 
 
-def _dotted(reader: _Reader, table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        if isinstance(value, Mapping):
-            flat.update(_dotted(reader, value, f"{prefix}{key}."))
-        elif isinstance(value, (str, int, float, bool)):
-            flat[f"{prefix}{key}"] = value
-        else:
-            reader.fail(f"{prefix}{key}", "expected a string, number or boolean")
-    reader.used.update(table)
-    return flat
-
-
-def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
+def _http_address(reader: TableReader, value: str | bool) -> tuple[str | None, int]:
     if value is False or (isinstance(value, str) and value.lower() in ("off", "false", "")):
         return None, 0
     if value is True:
@@ -347,29 +165,9 @@ def _http_address(reader: _Reader, value: str | bool) -> tuple[str | None, int]:
     return host, int(port_text)
 
 
-_Choice = TypeVar("_Choice", bound=StrEnum)
-
-
-def _choice(reader: _Reader, key: str, kind: type[_Choice], default: _Choice) -> _Choice:
-    """Key `key` as a member of `kind`; any other text is a ConfigError naming the choices."""
-    text = reader.get(key, str, default)
-    member = kind.named(text)
-    if member is None:
-        reader.fail(key, f"expected one of {', '.join(kind.texts())}, got {text!r}")
-    return member
-
-
-def _duration(reader: _Reader, key: str, default: str) -> float:
-    text = reader.get(key, str, default)
-    seconds = parse_duration(text)
-    if seconds is None:
-        reader.fail(key, f"expected a duration such as 500ms, 10s or 1min, got {text!r}")
-    return float(seconds)
-
-
 def _pipeline(source: str, index: int, entry: Any,
               catalogs: Mapping[str, Mapping[str, str]]) -> PipelineConfig:
-    reader = _Reader(source, f"pipelines[{index}]", entry)
+    reader = TableReader(source, f"pipelines[{index}]", entry)
     name = reader.get("name", str, required=True)
     if not _NAME.match(name):
         reader.fail("name", f"{name!r}: use letters, digits, '.', '_' and '-' only")
@@ -394,10 +192,7 @@ def _pipeline(source: str, index: int, entry: Any,
                                    f"an interval such as 10s, got {trigger_text!r}")
         trigger = Trigger.INTERVAL
     options_reader = reader.child("options")
-    options = {}
-    for key in list(options_reader.table):
-        value = options_reader.get(key, (str, int, float, bool))
-        options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    options = options_reader.scalars()
     _check_source_options(options_reader, table, {**options, **catalog_options(table_source)})
     sink = _sink(reader.child("sink"), name, table_source, checkpoint)
     _check_sink_source_options(options_reader, sink, options)
@@ -406,7 +201,7 @@ def _pipeline(source: str, index: int, entry: Any,
                           table_source)
 
 
-def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) -> None:
+def _check_source_options(reader: TableReader, table: str, options: dict[str, str]) -> None:
     """The source's own option parser, run now so a bad option stops the service early;
     and every name one of the stream's options (the source itself reads past names it does
     not know, so a misspelled option would silently be its default)."""
@@ -423,7 +218,7 @@ def _check_source_options(reader: _Reader, table: str, options: dict[str, str]) 
         reader.fail("", str(error))
 
 
-def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -> SinkConfig:
+def _sink(reader: TableReader, pipeline: str, table: TableSource, checkpoint: str) -> SinkConfig:
     name = reader.get("type", str, required=True)
     try:
         kind = sink_kind(name)
@@ -437,7 +232,7 @@ def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -
             continue
         if option.kind is dict:  # a table of scalars, dotted names flattened
             child = reader.child(key)
-            value = _dotted(child, child.table)
+            value = dotted(child, child.table)
         if option.names and not all(isinstance(v, str) and v for v in value):
             reader.fail(key, "expected a list of column names")
         if option.minimum is not None and value < option.minimum:
@@ -451,7 +246,7 @@ def _sink(reader: _Reader, pipeline: str, table: TableSource, checkpoint: str) -
     return SinkConfig(kind.name, options)
 
 
-def _check_sink_source_options(reader: _Reader, sink: SinkConfig,
+def _check_sink_source_options(reader: TableReader, sink: SinkConfig,
                                options: Mapping[str, str]) -> None:
     """A source option the sink's kind fixes must not say otherwise (a mirror's stream runs
     with schema-change=fail, so a column added mid-stream is restarted into the mirror

@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from meltwater.planner.errors import OffsetError
-from meltwater.service.config import PipelineConfig, Trigger
+from meltwater.service.config_model import PipelineConfig, Trigger
 from meltwater.service.failures import Action, Failure, classify
 from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, PipelineState, ServiceMetrics

@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any, TextIO
 
-from meltwater.service.config import ProgressMode
+from meltwater.service.config_model import ProgressMode
 from meltwater.service.logs import JsonFormatter
 from meltwater.service.metrics import PipelineState
 from meltwater.service.pipeline import PipelineRun

@@ -43,15 +43,14 @@ from meltwater.service.checkpoints import (
     holder,
     uncreatable,
 )
-from meltwater.service.config import (
+from meltwater.service.config_model import (
     SPARK_LOG_OFF,
-    CheckpointInUseError,
-    ConfigError,
     PipelineConfig,
     ServiceConfig,
     Trigger,
     local_path,
 )
+from meltwater.service.errors import CheckpointInUseError, ConfigError
 from meltwater.service.failures import Action
 from meltwater.service.logs import LogFormat, fields, setup_logging
 from meltwater.service.metrics import (

@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from meltwater.service.config import SPARK_LOG_OFF, ServiceConfig, local_path
+from meltwater.service.config_model import SPARK_LOG_OFF, ServiceConfig, local_path
 
 MAX_LOG_BYTES = 16 * 1024 * 1024
 TAIL_LINES = 40

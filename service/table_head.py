@@ -8,7 +8,9 @@ table costs the catalog. Its head is loaded again only when the stream's progres
 snapshot the head does not know (`know`), so idle it costs nothing.
 
 Lag is measured along the current snapshot's ancestry: the snapshots after the one the sink
-reached, and the age of the oldest of them.
+reached, and the age of the oldest of them. A snapshot's parent and sequence number are
+looked up as the sinks look them up (`meltwater.sinks.source_table`), in the head as it is:
+only `know` reads a catalog table again.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import time
 from meltwater.planner.errors import MeltwaterError
 from meltwater.planner.table.fileio import FileIO
 from meltwater.planner.table.metadata import Snapshot, TableMetadata
-from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource, parse_table_source
+from meltwater.sinks.source_table import SourceTable, parent_in, sequence_number_in
 from meltwater.stream.watch.watcher import SnapshotWatcher
 
 log = logging.getLogger("meltwater.service")
@@ -35,14 +37,14 @@ class TableHead:
         self.location = str(self.source)
         self.watcher = None if self.source.is_catalog_table else SnapshotWatcher(
             self.source, io=io, queue_size=0)  # state only, no events
-        self._loaded: TableMetadata | None = None
+        self._catalog_table = SourceTable(self.source)  # a catalog table's, as `know` read it
 
     def start(self) -> TableHead:
         """Start watching the table (a catalog table: load it once); returns the head."""
         if self.watcher is not None:
             self.watcher.start()
         else:
-            self._loaded = load_table(self.source).metadata
+            self._catalog_table.read()
         return self
 
     def close(self) -> None:
@@ -53,7 +55,7 @@ class TableHead:
     def metadata(self) -> TableMetadata | None:
         """The table's newest metadata the head has read; None before the first read."""
         if self.watcher is None:
-            return self._loaded
+            return self._catalog_table.last_read
         state = self.watcher.latest
         return None if state is None else state.metadata
 
@@ -61,12 +63,10 @@ class TableHead:
         """Make sure the head has `snapshot_id` (one a stream reported): a catalog table is
         asked again now, a watched one is already current. A failing catalog is logged and
         the old head kept: the lag metric is stale until it answers."""
-        metadata = self.metadata()
-        if self.watcher is not None or snapshot_id is None or (
-                metadata is not None and snapshot_id in metadata.snapshots):
+        if self.watcher is not None or snapshot_id is None:
             return
         try:
-            self._loaded = load_table(self.source).metadata
+            self._catalog_table.snapshot(snapshot_id)  # read again if it does not hold it
         except MeltwaterError as error:
             log.warning("table %s: cannot refresh its head (%s)", self.location, error)
 
@@ -92,14 +92,8 @@ class TableHead:
 
     def parent_of(self, snapshot_id: int) -> int | None:
         """The parent of a snapshot, if the newest metadata still holds it."""
-        metadata = self.metadata()
-        snapshot = None if metadata is None else metadata.snapshots.get(snapshot_id)
-        return None if snapshot is None else snapshot.parent_id
+        return parent_in(self.metadata(), snapshot_id)
 
     def sequence_number(self, snapshot_id: int | None) -> int | None:
         """The sequence number of a snapshot, if the newest metadata still holds it."""
-        metadata = self.metadata()
-        if metadata is None or snapshot_id is None:
-            return None
-        snapshot = metadata.snapshots.get(snapshot_id)
-        return None if snapshot is None else snapshot.sequence_number
+        return sequence_number_in(self.metadata(), snapshot_id)

@@ -11,7 +11,13 @@ SQL table equal to an Iceberg table by key columns: the net effect of each batch
 (`ledger`), which is how it knows what it has applied and how far it got (`reached()`).
 SQLite (stdlib) is the embedded default; PostgreSQL (psycopg 3, COPY for bulk rows) the
 production target. `sql_schema` maps Iceberg types to SQL types, `sql_values` converts
-Arrow columns to what each database stores, `database` opens one by URL.
+Arrow columns to what each database stores, `database` opens one by URL, `batch_columns`
+matches a batch's columns to field ids.
+
+`source_table` is how every sink (and the service's progress) sees the source table: a
+snapshot's parent, sequence number and schema, the commit a batch reaches, and whether a
+batch id is Spark's replay of a batch already applied (a ledger's check and a Kafka
+marker's).
 
 The changelog archive and the console (`archive`) are Spark's own streaming sinks, set up
 for change rows; Spark's file sink log makes the archive exactly once without a ledger.

@@ -21,21 +21,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from meltwater.planner.str_enum import StrEnum
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 
 DEFAULT_PARTITIONING = ("_commit_snapshot_id",)
-FORMAT_OPTIONS = {"json": {"ignoreNullFields": "false"}, "parquet": {}}
 
 
-def archive_writer(frame: Any, kind: str, options: Mapping[str, Any]) -> Any:
+class ArchiveFormat(StrEnum):
+    """The archive's file formats: each is a sink kind of its name, written by Spark's file
+    sink of that format."""
+
+    PARQUET = "parquet"
+    JSON = "json"
+
+
+# Spark's options of each format's writer (see the module doc for JSON's)
+FORMAT_OPTIONS: dict[ArchiveFormat, dict[str, str]] = {
+    ArchiveFormat.JSON: {"ignoreNullFields": "false"}, ArchiveFormat.PARQUET: {}}
+
+
+def archive_writer(frame: Any, kind: ArchiveFormat, options: Mapping[str, Any]) -> Any:
     """A DataStreamWriter writing `frame` (change rows) as `kind` files under `path`."""
     partitioning = list(options.get("partition-by") or DEFAULT_PARTITIONING)
     unknown = [c for c in partitioning if c not in frame.columns]
     if unknown:
         raise SinkError(f"archive sink: partition-by column {unknown[0]!r} is not a "
                              f"column of the change stream ({', '.join(frame.columns)})")
-    return (frame.writeStream.format(kind).outputMode("append")
+    return (frame.writeStream.format(kind.value).outputMode("append")
             .options(**FORMAT_OPTIONS[kind])
             .option("path", str(options["path"])).partitionBy(*partitioning))
 
@@ -47,19 +60,19 @@ def console_writer(frame: Any, options: Mapping[str, Any]) -> Any:
             .option("truncate", str(bool(options.get("truncate", False))).lower()))
 
 
-def _archive_kind(file_format: str) -> SinkKind:
+def _archive_kind(file_format: ArchiveFormat) -> SinkKind:
     def writer(frame: Any, options: Mapping[str, Any], _placement: SinkPlacement) -> Any:
         return archive_writer(frame, file_format, options)
 
-    return SinkKind(file_format, {"path": SinkOption(str, required=True),
-                                  "partition-by": SinkOption(list, names=True)}, writer)
+    return SinkKind(file_format.value, {"path": SinkOption(str, required=True),
+                                        "partition-by": SinkOption(list, names=True)}, writer)
 
 
 def _console(frame: Any, options: Mapping[str, Any], _placement: SinkPlacement) -> Any:
     return console_writer(frame, options)
 
 
-for _kind in (_archive_kind("parquet"), _archive_kind("json"),
+for _kind in (*map(_archive_kind, ArchiveFormat),
               SinkKind("console", {"rows": SinkOption(int, minimum=1),
                                    "truncate": SinkOption(bool)}, _console)):
     register_sink_kind(_kind)

@@ -48,16 +48,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from meltwater.planner.spec.types import Schema
-from meltwater.planner.table.metadata import Snapshot, TableMetadata
-from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table
 from meltwater.sinks.errors import (
-    BatchMismatchError,
     InvalidKeyColumnError,
     KafkaRefusedError,
     MessageTooLargeError,
@@ -75,10 +71,15 @@ from meltwater.sinks.kafka_client import (
     translate,
 )
 from meltwater.sinks.kafka_events import SNAPSHOT_ID, EventOptions, KafkaEvent, kafka_events
-from meltwater.stream.engine.changes.change_schema import (
-    CHANGE_ORDINAL,
-    COMMIT_SEQUENCE_NUMBER,
-    COMMIT_SNAPSHOT_ID,
+from meltwater.sinks.source_table import (
+    AppliedBatch,
+    BatchRecord,
+    CommitPoint,
+    SourceTable,
+    batch_reach,
+    check_replay,
+    key_column_names,
+    stated_end,
 )
 from meltwater.stream.engine.decode.arrow_schema import field_id
 from meltwater.stream.watch.stream_offsets import StreamOffset
@@ -112,7 +113,7 @@ def resolve_key(schema: Schema, key: Sequence[str] | None, table: object,
                 key_hint: str = KEY_HINT) -> tuple[int, ...]:
     """The key's field ids: the columns given, else the identifier fields; each a top-level
     column of a primitive type."""
-    names = list(key) if key else [schema.column_name(f) for f in schema.identifier_field_ids]
+    names = key_column_names(key, schema)
     if not names:
         raise MissingKeyColumnsError(
             f"table {table} has no identifier fields to key its Kafka messages by: "
@@ -139,8 +140,8 @@ class KafkaSink:
 
     def __init__(self, options: KafkaSinkOptions) -> None:
         self.options = options
-        self._metadata: TableMetadata = load_table(options.table).metadata
-        schema = self._metadata.schema
+        self._source = SourceTable.read_now(options.table)
+        schema = self._source.metadata.schema
         self._key_ids = resolve_key(schema, options.key, options.table, options.key_hint)
         self._producer: Producer | None = None
         self._causes = Causes()
@@ -160,9 +161,14 @@ class KafkaSink:
         producer = self._open()
         events = kafka_events(batch, self._event_options(batch), what=what,
                               names_at=self._names_at(batch))
-        snapshot, sequence = self._reaches(batch, end, snapshot_id, sequence_number)
-        if self._marker is not None and batch_id <= self._marker.batch_id:
-            _check_replay(self._marker, batch_id, len(events), snapshot, what)
+        snapshot, sequence = batch_reach(
+            batch, stated_end(end, snapshot_id, sequence_number, self._source), self._previous)
+        last = self._marker
+        if last is not None and batch_id <= last.batch_id:
+            check_replay(BatchRecord.MARKER,
+                         AppliedBatch(last.batch_id, last.events, last.snapshot_id,
+                                      last.transactional_id),
+                         AppliedBatch(batch_id, len(events), snapshot), what)
             return BatchResult(batch_id, True, batch.num_rows, 0, 0, self.reached())
         marker = BatchMarker(self.options.transactional_id, batch_id, uuid.uuid4().hex,
                              self.options.connection.topic, len(events), snapshot, sequence,
@@ -325,7 +331,7 @@ class KafkaSink:
 
     def _event_options(self, batch: pa.Table) -> EventOptions:
         columns = self._columns_by_id(batch)
-        schema = self._metadata.schema
+        schema = self._source.metadata.schema
         key = []
         for fid in self._key_ids:
             name = columns.get(fid)
@@ -357,64 +363,17 @@ class KafkaSink:
             return None
 
         def names_at(snapshot_id: int) -> Mapping[str, str]:
-            schema = self._schema_at(snapshot_id)
+            schema = self._source.schema_at(snapshot_id, unknown_as_current=True)
             return {name: found.name for fid, name in columns.items()
                     if (found := schema.struct.field(fid)) is not None}
 
         return names_at
 
-    def _snapshot(self, snapshot_id: int) -> Snapshot | None:
-        """A snapshot of the table (read again once if it is newer than what was read)."""
-        if snapshot_id not in self._metadata.snapshots:
-            self._metadata = load_table(self.options.table).metadata
-        return self._metadata.snapshots.get(snapshot_id)
-
-    def _schema_at(self, snapshot_id: int) -> Schema:
-        snapshot = self._snapshot(snapshot_id)
-        return self._metadata.schema_for(snapshot) if snapshot else self._metadata.schema
-
-    def _reaches(self, batch: pa.Table, end: StreamOffset | None, snapshot_id: int | None,
-                 sequence_number: int | None) -> tuple[int | None, int | None]:
-        """The snapshot (and its sequence number) the topic holds whole after the batch."""
-        if end is not None:
-            held = end.held_snapshot(self._parent_of)
-            return held, self._sequence_number(held)
-        if snapshot_id is not None:
-            return snapshot_id, sequence_number
-        if batch.num_rows and CHANGE_ORDINAL in batch.column_names:
-            last = pc.index(pc.cast(batch.column(CHANGE_ORDINAL), pa.int64()),
-                            pc.max(batch.column(CHANGE_ORDINAL)).cast(pa.int64())).as_py()
-            snapshot = batch.column(COMMIT_SNAPSHOT_ID)[last].as_py()
-            sequence = (batch.column(COMMIT_SEQUENCE_NUMBER)[last].as_py()
-                        if COMMIT_SEQUENCE_NUMBER in batch.column_names else None)
-            return snapshot, sequence
-        previous = self._marker
-        return (previous.snapshot_id, previous.sequence_number) if previous else (None, None)
-
-    def _parent_of(self, snapshot_id: int) -> int | None:
-        snapshot = self._snapshot(snapshot_id)
-        return None if snapshot is None else snapshot.parent_id
-
-    def _sequence_number(self, snapshot_id: int | None) -> int | None:
-        snapshot = None if snapshot_id is None else self._snapshot(snapshot_id)
-        return None if snapshot is None else snapshot.sequence_number
-
-
-def _check_replay(marker: BatchMarker, batch_id: int, events: int, snapshot: int | None,
-                  what: str) -> None:
-    """A batch at or before the last one written is Spark's replay of that last batch, with
-    the same events and end, or something else: a new checkpoint under an old
-    transactional id, whose batches would all be skipped. Refused, never skipped."""
-    if batch_id < marker.batch_id:
-        raise BatchMismatchError(
-            f"{what}: transactional id {marker.transactional_id} last committed batch "
-            f"{marker.batch_id}, and Spark replays only its last batch: a new checkpoint "
-            "needs a new transactional-id")
-    if (marker.events, marker.snapshot_id) != (events, snapshot):
-        raise BatchMismatchError(
-            f"{what} was written with {marker.events} events up to snapshot "
-            f"{marker.snapshot_id}, and came again with {events} up to {snapshot}: a new "
-            "checkpoint needs a new transactional-id")
+    def _previous(self) -> CommitPoint | None:
+        """The commit the last marker holds (an empty batch carries it forward)."""
+        marker = self._marker
+        return None if marker is None else CommitPoint(marker.snapshot_id,
+                                                       marker.sequence_number)
 
 
 __all__ = ["DEFAULT_BATCHES_TOPIC", "KafkaSink", "KafkaSinkOptions", "resolve_key"]

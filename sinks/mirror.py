@@ -33,16 +33,13 @@ A table created by older code has no record: the first open records it by matchi
 column names against the table's current schema (columns it cannot match are left alone
 and named in a warning).
 
-Batch columns are matched to the schema's fields by the Iceberg field id they carry
-(`meltwater.stream` batches do; so do the service's, see `meltwater.sinks.mirror_stream`),
-else by name: in the batch's schema, else the table's current one (a name those two give
-different ids, as after a drop and re-add, is refused rather than guessed). A field the
-batch carries but its schema lacks (added later, or dropped) is left out. A field of the
-batch's schema the batch lacks is refused if the table still has it (a stream started
-before the column was added would otherwise lose its values: restart the stream), and
-dropped from the mirror now if the table dropped it since. With a `Schema` source, a
-missing column is written as null (the rows of an older schema did not have it). Change
-metadata and row lineage columns are not mirrored.
+Batch columns are matched to the schema's fields by the Iceberg field id they carry, else
+by name (`batch_columns`); a field the batch carries but its schema lacks (added later, or
+dropped) is left out. A field of the batch's schema the batch lacks is refused if the table
+still has it (a stream started before the column was added would otherwise lose its
+values: restart the stream), and dropped from the mirror now if the table dropped it
+since. With a `Schema` source, a missing column is written as null (the rows of an older
+schema did not have it). Change metadata and row lineage columns are not mirrored.
 
 The position a batch records is the commit it reaches: `snapshot_id` when the caller
 gives it, else its last commit's (an empty batch carries the previous position forward).
@@ -61,17 +58,14 @@ import logging
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from meltwater.planner.spec.types import Schema
-from meltwater.planner.table.metadata import Snapshot, TableMetadata
-from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table, register_sink
+from meltwater.sinks.batch_columns import columns_by_field_id
 from meltwater.sinks.column_record import ColumnRecord, RecordedColumn
 from meltwater.sinks.database import POSTGRES_SCHEMES, SQLITE_SCHEMES, connect
 from meltwater.sinks.errors import (
-    BatchMismatchError,
     InvalidChangesError,
     InvalidKeyColumnError,
     MirrorTableMismatchError,
@@ -83,6 +77,18 @@ from meltwater.sinks.errors import (
 from meltwater.sinks.ledger import Ledger, LedgerEntry
 from meltwater.sinks.net_effect import net_effect
 from meltwater.sinks.schema_sync import Step, bootstrap, plan_schema_change
+from meltwater.sinks.source_table import (
+    NO_COMMIT,
+    AppliedBatch,
+    BatchRecord,
+    CommitPoint,
+    SourceTable,
+    batch_reach,
+    check_replay,
+    key_column_names,
+    last_commit,
+    stated_end,
+)
 from meltwater.sinks.sql_schema import (
     Column,
     check_key_type,
@@ -95,16 +101,13 @@ from meltwater.stream.engine.changes.change_schema import (
     CHANGE_TYPE,
     COMMIT_SEQUENCE_NUMBER,
     COMMIT_SNAPSHOT_ID,
-    LINEAGE_COLUMNS,
-    METADATA_COLUMNS,
 )
-from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY, to_arrow_type
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_type
 from meltwater.stream.watch.stream_offsets import StreamOffset
 
 log = logging.getLogger(__name__)
 
 _KEPT_METADATA = (CHANGE_TYPE, CHANGE_ORDINAL, COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER)
-_NOT_MIRRORED = frozenset(METADATA_COLUMNS) | frozenset(LINEAGE_COLUMNS)
 
 
 class Mirror:
@@ -130,7 +133,7 @@ class Mirror:
         self._key_names = list(key_columns) if key_columns else None
         self._key_hint = key_hint
         self.keep_dropped_columns = keep_dropped_columns
-        self._metadata: TableMetadata | None = None
+        self._table = None if isinstance(source, Schema) else SourceTable(source)
         self._db = connect(url, dry_run=dry_run)
         self.name: str = self._db.dialect
         try:
@@ -157,34 +160,34 @@ class Mirror:
         """
         batch = as_table(changes)
         what = f"batch {batch_id} of pipeline {self.pipeline!r}"
+        # the commit whose schema the rows are in: `end`'s (not the one held whole there),
+        # the one given, else the rows' last
         reach = snapshot_id if end is None else end.snapshot_id
         with self._db.transaction():
-            if end is not None:
-                snapshot_id = end.held_snapshot(self._parent_of)
-                sequence_number = self._sequence_number(snapshot_id)
+            stated = stated_end(end, snapshot_id, sequence_number, self._table)
             done = self._ledger.find(batch_id)
             if done is not None:
-                _check_replay(done, batch.num_rows, snapshot_id, what)
+                check_replay(BatchRecord.LEDGER,
+                             AppliedBatch(done.batch_id, done.row_count, done.snapshot_id),
+                             AppliedBatch(batch_id, batch.num_rows,
+                                          None if stated is None else stated.snapshot_id),
+                             what)
                 return BatchResult(batch_id, True, batch.num_rows, 0, 0,
                                    _position(self._ledger.last()))
+            last = last_commit(batch) if reach is None else NO_COMMIT
             deleted = upserted = 0
-            schema = self._batch_schema(batch, reach)
+            schema = self._batch_schema(batch, reach if reach is not None else last.snapshot_id)
             if schema is not None:
                 prepared, keys = self._prepare(batch, schema, what)
                 effect = net_effect(prepared, [k.name for k in keys], what)
-                if snapshot_id is None and end is None:
-                    snapshot_id, sequence_number = effect.snapshot_id, effect.sequence_number
                 if effect.absent.num_rows:
                     deleted = self._db.delete(self.table, keys, effect.absent)
                 if effect.present.num_rows:
                     upserted = self._db.upsert(self.table, self.columns,
                                                [k.name for k in keys], effect.present)
-            if snapshot_id is None and end is None:  # an empty batch: the position stays
-                previous = self._ledger.last()
-                if previous is not None:
-                    snapshot_id, sequence_number = previous.snapshot_id, previous.sequence_number
-            entry = LedgerEntry(self.pipeline, batch_id, snapshot_id, sequence_number,
-                                batch.num_rows, upserted, deleted,
+            reached = batch_reach(batch, stated, self._previous, last=last)
+            entry = LedgerEntry(self.pipeline, batch_id, reached.snapshot_id,
+                                reached.sequence_number, batch.num_rows, upserted, deleted,
                                 dt.datetime.now(dt.timezone.utc))
             self._ledger.record(entry)
         return BatchResult(batch_id, False, batch.num_rows, upserted, deleted, _position(entry))
@@ -212,43 +215,24 @@ class Mirror:
         return f"table {self._source}"
 
     def _current_schema(self) -> Schema:
-        if isinstance(self._source, Schema):
+        """The table's current schema, read now (a `Schema` source: itself)."""
+        if self._table is None:
+            assert isinstance(self._source, Schema)
             return self._source
-        self._metadata = load_table(self._source).metadata
-        return self._metadata.schema
+        return self._table.read().schema
 
     def _latest_schema(self) -> Schema:
         """The table's current schema as last read (read once if never)."""
-        if isinstance(self._source, Schema):
+        if self._table is None:
+            assert isinstance(self._source, Schema)
             return self._source
-        if self._metadata is None:
-            return self._current_schema()
-        return self._metadata.schema
+        return self._table.metadata.schema
 
-    def _schema_at(self, snapshot_id: int) -> Schema:
-        """The schema of a commit (re-reading the table once if it is newer than ours)."""
-        if self._metadata is None or snapshot_id not in self._metadata.snapshots:
-            self._current_schema()
-        assert self._metadata is not None
-        return self._metadata.schema_for(self._metadata.snapshot(snapshot_id))
-
-    def _known_snapshot(self, snapshot_id: int) -> Snapshot | None:
-        """A snapshot of the source table (re-read once if the snapshot is newer than ours);
-        None for a `Schema` source, or a snapshot the table no longer has."""
-        if isinstance(self._source, Schema):
-            return None
-        if self._metadata is None or snapshot_id not in self._metadata.snapshots:
-            self._current_schema()
-        assert self._metadata is not None
-        return self._metadata.snapshots.get(snapshot_id)
-
-    def _parent_of(self, snapshot_id: int) -> int | None:
-        snapshot = self._known_snapshot(snapshot_id)
-        return None if snapshot is None else snapshot.parent_id
-
-    def _sequence_number(self, snapshot_id: int | None) -> int | None:
-        snapshot = None if snapshot_id is None else self._known_snapshot(snapshot_id)
-        return None if snapshot is None else snapshot.sequence_number
+    def _previous(self) -> CommitPoint | None:
+        """The commit the ledger's last entry holds (an empty batch carries it forward)."""
+        previous = self._ledger.last()
+        return None if previous is None else CommitPoint(previous.snapshot_id,
+                                                         previous.sequence_number)
 
     def _open(self, schema: Schema) -> None:
         """Check the schema maps to SQL, resolve the key, create or record the table."""
@@ -290,7 +274,7 @@ class Mirror:
         self.columns = [c for c in columns if c.field_id in recorded]
 
     def _keys(self, schema: Schema, columns: list[Column]) -> list[int]:
-        names = mirror_key_names(self._key_names, schema)
+        names = key_column_names(self._key_names, schema)
         if not names:
             raise MissingKeyColumnsError(
                 f"{self._source_name} has no identifier fields and no key columns were given: "
@@ -337,20 +321,18 @@ class Mirror:
     # -- batches -------------------------------------------------------------------------
 
     def _batch_schema(self, batch: pa.Table, snapshot_id: int | None) -> Schema | None:
-        """The schema the batch is in: its commit's (see the module doc); None for an empty
-        batch that names no commit (nothing to do)."""
-        if isinstance(self._source, Schema):
-            return self._source if batch.num_rows else None
-        commit = snapshot_id if snapshot_id is not None else _last_commit(batch)
-        if commit is not None:
-            return self._schema_at(commit)
+        """The schema the batch is in: its commit's (see the module doc; a `Schema` source
+        is always itself); None for an empty batch that names no commit (nothing to do)."""
+        if self._table is not None and snapshot_id is not None:
+            return self._table.schema_at(snapshot_id)
         return self._latest_schema() if batch.num_rows else None
 
     def _prepare(self, batch: pa.Table, schema: Schema,
                  what: str) -> tuple[pa.Table, list[Column]]:
         """The batch in the mirror's columns and types (after following `schema`), plus the
         change metadata it needs; and the key columns."""
-        mapped = self._match(batch, schema, what)
+        mapped = columns_by_field_id(batch, schema, self._latest_schema(), self._source_name,
+                                     what)
         missing_keys = [fid for fid in self._key_ids if fid not in mapped]
         if missing_keys:
             raise InvalidChangesError(f"{what} lacks key column "
@@ -389,74 +371,6 @@ class Mirror:
         return (repr(schema.find_field(field_id).name) if schema.has_field(field_id)
                 else f"(field id {field_id})")
 
-    def _match(self, batch: pa.Table, schema: Schema, what: str) -> dict[int, pa.ChunkedArray]:
-        """Batch columns by field id: the id they carry, else their name (see the module
-        doc). Ids the schema lacks are left out."""
-        mapped: dict[int, pa.ChunkedArray] = {}
-        unknown: list[str] = []
-        top_level = {f.field_id for f in schema.fields}
-        for index, field in enumerate(batch.schema):
-            if field.name in _NOT_MIRRORED:
-                continue
-            raw_id = (field.metadata or {}).get(FIELD_ID_KEY)
-            field_id = int(raw_id) if raw_id is not None else self._id_by_name(field.name,
-                                                                               schema)
-            if field_id is None:
-                unknown.append(field.name)
-                continue
-            if field_id not in top_level:
-                continue  # added after the batch's commit, or dropped: not in its rows
-            if field_id in mapped:
-                raise InvalidChangesError(f"{what}: batch columns {field.name!r} and another both "
-                                     f"map to field id {field_id}")
-            mapped[field_id] = batch.column(index)
-        if unknown:
-            raise InvalidChangesError(f"{what} has column(s) {', '.join(unknown)} that "
-                                 f"{self._source_name} does not have")
-        return mapped
-
-    def _id_by_name(self, name: str, schema: Schema) -> int | None:
-        """A batch column without a field id: its name in the batch's schema, else in the
-        table's current one; refused when the two give it different ids."""
-        ids = {fid for fid in (_top_level_id(schema, name),
-                               _top_level_id(self._latest_schema(), name))
-               if fid is not None}
-        if len(ids) > 1:
-            raise SchemaChangeNotMirroredError(
-                f"batch column {name!r} has no field id, and the name is field "
-                f"{' and '.join(map(str, sorted(ids)))} of {self._source_name} (dropped and "
-                "added again): give the batch field ids (meltwater.stream batches, or "
-                "ForeachBatchWriter(field_ids=...))")
-        return ids.pop() if ids else None
-
-
-def _top_level_id(schema: Schema, name: str) -> int | None:
-    for field in schema.fields:
-        if field.name == name:
-            return field.field_id
-    return None
-
-
-def _last_commit(batch: pa.Table) -> int | None:
-    """The snapshot id of the batch's last commit (highest `_change_ordinal`), if it says."""
-    if batch.num_rows == 0 or COMMIT_SNAPSHOT_ID not in batch.column_names \
-            or CHANGE_ORDINAL not in batch.column_names:
-        return None
-    ordinals = pc.cast(batch.column(CHANGE_ORDINAL), pa.int64())
-    last = pc.max(ordinals)
-    rows = pc.filter(batch.column(COMMIT_SNAPSHOT_ID), pc.equal(ordinals, last))
-    return rows[0].as_py() if len(rows) else None
-
-
-def _check_replay(done: LedgerEntry, rows: int, snapshot_id: int | None, what: str) -> None:
-    """A replay must be the batch the ledger holds: same rows, up to the same commit."""
-    if done.row_count != rows or (snapshot_id is not None and snapshot_id != done.snapshot_id):
-        raise BatchMismatchError(
-            f"{what} was applied with {done.row_count} change rows up to snapshot "
-            f"{done.snapshot_id}, and now arrives with {rows} rows up to snapshot "
-            f"{snapshot_id}: the stream's checkpoint and the ledger disagree (a stream "
-            "restarted from a new checkpoint needs a new pipeline name)")
-
 
 def _position(entry: LedgerEntry | None) -> Position | None:
     if entry is None:
@@ -466,9 +380,3 @@ def _position(entry: LedgerEntry | None) -> Position | None:
 
 for _scheme in SQLITE_SCHEMES + POSTGRES_SCHEMES:
     register_sink(_scheme, Mirror)
-
-
-def mirror_key_names(key: Sequence[str] | None, schema: Schema) -> list[str]:
-    """A mirror's key columns: those configured, else the table's identifier fields (none:
-    the mirror refuses, naming `key`)."""
-    return list(key) if key else [schema.column_name(fid) for fid in schema.identifier_field_ids]

@@ -34,10 +34,16 @@ from typing import Any
 from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
-from meltwater.stream.engine.changes.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.sinks.source_table import key_column_names
+from meltwater.stream.engine.changes.change_schema import (
+    LINEAGE_COLUMNS,
+    METADATA_COLUMNS,
+    BeforeImages,
+)
 from meltwater.stream.errors import SchemaChangedError
+from meltwater.stream.watch.stream_modes import SchemaChange
 
-MIRROR_SOURCE_OPTIONS = {"schema-change": "fail"}
+MIRROR_SOURCE_OPTIONS: dict[str, str] = {"schema-change": SchemaChange.FAIL}
 # What a mirror decides of its stream when the query starts (`mirror_source_options`).
 MIRROR_DERIVED_OPTIONS = ("identifier-columns", "before-images")
 # How a configuration gives a mirror its key columns, for the error that asks for them.
@@ -101,12 +107,10 @@ def mirror_source_options(options: Mapping[str, Any], placement: SinkPlacement
     key, so the old values of the rows an upsert commit replaces are never read whole.
     A table without identifier fields and a mirror without `key` get neither (the mirror
     refuses them, naming `key`)."""
-    from meltwater.sinks.mirror import mirror_key_names
-
-    names = mirror_key_names(options.get("key"), load_table(placement.table).metadata.schema)
+    names = key_column_names(options.get("key"), load_table(placement.table).metadata.schema)
     if not names:
         return {}
-    return {"identifier-columns": ",".join(names), "before-images": "key"}
+    return {"identifier-columns": ",".join(names), "before-images": BeforeImages.KEY}
 
 
 def _default_table(placement: SinkPlacement) -> dict[str, Any]:

@@ -35,7 +35,6 @@ from meltwater.stream.engine.changes.change_schema import (
     CANONICAL_NAMES,
     CHANGE_ORDINAL,
     CHANGE_TYPE,
-    COMMIT_SEQUENCE_NUMBER,
     COMMIT_SNAPSHOT_ID,
     DELETE,
     INSERT,
@@ -52,14 +51,11 @@ _ARRIVES = "__meltwater_arrives"
 class NetEffect:
     """What a batch leaves behind: `present` rows (all input columns) by key, `absent` keys.
 
-    `snapshot_id` / `sequence_number` are those of the batch's last commit (the highest
-    `_change_ordinal`), None for an empty batch or one without those columns.
-    """
+    The commit the batch reaches is not part of it: `meltwater.sinks.source_table` says
+    that for every sink (`last_commit`)."""
 
     present: pa.Table
     absent: pa.Table
-    snapshot_id: int | None
-    sequence_number: int | None
 
 
 def net_effect(changes: pa.Table, keys: Sequence[str], what: str = "batch") -> NetEffect:
@@ -71,13 +67,12 @@ def net_effect(changes: pa.Table, keys: Sequence[str], what: str = "batch") -> N
     data_columns = list(changes.column_names)
     if table.num_rows == 0:
         empty = changes.slice(0, 0)
-        return NetEffect(empty, empty.select(list(keys)), None, None)
+        return NetEffect(empty, empty.select(list(keys)))
 
     ordinals = pc.cast(table.column(CHANGE_ORDINAL), pa.int64())
     table = table.set_column(table.column_names.index(CHANGE_ORDINAL), CHANGE_ORDINAL, ordinals)
     in_commit_order = table.take(pc.sort_indices(
         table, sort_keys=[(CHANGE_ORDINAL, "ascending"), (_ARRIVES, "ascending")]))
-    snapshot_id, sequence_number = _last_commit(in_commit_order)
     # A stable sort by key keeps commit order within each key's run of events.
     by_key = in_commit_order.take(pc.sort_indices(
         in_commit_order, sort_keys=[(k, "ascending") for k in keys]))
@@ -93,7 +88,7 @@ def net_effect(changes: pa.Table, keys: Sequence[str], what: str = "batch") -> N
     finals_arrive = finals.column(_ARRIVES)
     present = finals.filter(finals_arrive).select(data_columns)
     absent = finals.filter(pc.invert(finals_arrive)).select(list(keys))
-    return NetEffect(present, absent, snapshot_id, sequence_number)
+    return NetEffect(present, absent)
 
 
 def _require_columns(changes: pa.Table, needed: Sequence[str], what: str) -> None:
@@ -121,17 +116,6 @@ def _arrives(changes: pa.Table, what: str) -> pa.ChunkedArray:
         raise InvalidChangesError(f"{what} has unknown change type(s) {bad[:5]} in {CHANGE_TYPE} "
                              f"(expected {', '.join(ARRIVING + LEAVING)})")
     return arriving
-
-
-def _last_commit(in_commit_order: pa.Table) -> tuple[int | None, int | None]:
-    last = in_commit_order.num_rows - 1
-    found = []
-    for name in (COMMIT_SNAPSHOT_ID, COMMIT_SEQUENCE_NUMBER):
-        if name in in_commit_order.column_names:
-            found.append(in_commit_order.column(name)[last].as_py())
-        else:
-            found.append(None)
-    return found[0], found[1]
 
 
 def _same_key_as_previous(by_key: pa.Table, keys: Sequence[str]) -> pa.Array:

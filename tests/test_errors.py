@@ -25,7 +25,7 @@ ERROR_MODULES = {
     "meltwater.stream": "meltwater.stream.errors",
     "meltwater.output": "meltwater.output.errors",
     "meltwater.sinks": "meltwater.sinks.errors",
-    "meltwater.service": "meltwater.service.config",
+    "meltwater.service": "meltwater.service.errors",
     "meltwater.cli": "meltwater.cli.table_commands",
 }
 

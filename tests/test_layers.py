@@ -2,14 +2,14 @@
 modules import each other, directly or through others (lazy imports inside functions
 count: a cycle hidden in a function is still a cycle).
 
-Layers, from the top: cli > service > sinks > stream.spark > stream.watch > stream.engine
-> planner. A module may import from its own layer or any layer below it; the top-level
+Layers, from the top: cli > service > sinks > stream.spark > stream.watch > stream.engine >
+planner. A module may import from its own layer or any layer below it; the top-level
 `meltwater.stream` package is the Python API and may import `stream.engine` and, lazily,
 `stream.spark`. `meltwater.stream.errors`, the stream layer's one errors module, sits with
 the engine so that all three stream subpackages can raise its errors. `meltwater.output`,
-the CLI's writers, sits on the engine beside stream.watch, and the read path (planner,
-stream.engine, stream.watch, stream.spark) never imports it.
-
+the CLI's writers (whose Debezium envelope the Kafka sink borrows), sits on the engine
+beside stream.watch, and the read path (planner, stream.engine, stream.watch, stream.spark)
+never imports it.
 Inside the two largest layers, rooms (`ROOMS`): the kernel's and the engine's subpackages,
 each importing only the rooms below it; the few modules at a package's root serve every room
 and import none.
@@ -283,7 +283,7 @@ def test_no_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
-MAX_MODULE_LINES = 550  # a module past this holds more than one concern: split it
+MAX_MODULE_LINES = 450  # a module past this holds more than one concern: split it
 
 
 def test_no_product_module_is_over_the_size_limit():
