@@ -10,6 +10,7 @@ the engine so that all three stream subpackages can raise its errors. `meltwater
 the CLI's writers (whose Debezium envelope the Kafka sink borrows), sits on the engine
 beside stream.watch, and the read path (planner, stream.engine, stream.watch, stream.spark)
 never imports it.
+
 Inside the two largest layers, rooms (`ROOMS`): the kernel's and the engine's subpackages,
 each importing only the rooms below it; the few modules at a package's root serve every room
 and import none.
