@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import errno
 import gc
+import importlib
 import os
 import select
 import signal
@@ -31,6 +32,9 @@ from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from meltwater.planner.errors import MeltwaterError
 
 Handler = Callable[[argparse.Namespace], int]
+# A command's handler: the function, or "module:function" for one whose module loads what
+# building the parser must not (Arrow, the planner): it is imported when the command runs.
+HandlerRef = Handler | str
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # what only writing raises
 
 
@@ -93,7 +97,7 @@ def build_parser() -> OneLineParser:
     commands.required = True
     parser.command_parsers = commands.choices
     version = commands.add_parser("version", help="print the versions of meltwater and its engines")
-    version.set_defaults(handler=_version, one_shot=True)
+    version.set_defaults(handler=_version, one_shot=True, uses_arrow=False)
     table_commands.register(commands)
     change_commands.register(commands)
     serve_command.register(commands)
@@ -148,10 +152,21 @@ def _threads_at_work() -> bool:
                if t is not threading.main_thread())
 
 
+def resolve_handler(ref: HandlerRef) -> Handler:
+    """The function a command runs, its module imported now if the parser named it
+    ("module:function")."""
+    if callable(ref):
+        return ref
+    module, _, name = ref.partition(":")
+    handler: Handler = getattr(importlib.import_module(module), name)
+    return handler
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the parsed command: its exit status (see `main`)."""
-    handler: Handler = args.handler
-    use_command_memory_pool()
+    handler = resolve_handler(args.handler)
+    if getattr(args, "uses_arrow", True):
+        use_command_memory_pool()
     # What start-up made (modules, the parser) lives as long as the process: frozen, it is
     # not walked again by every collection while a command runs.
     gc.freeze()

@@ -19,8 +19,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from meltwater.cli.options import UsageError, add_table_argument, table_source_of
 from meltwater.cli.signals import Terminated, signals_raise
-from meltwater.cli.table_commands import UsageError, add_table_argument, table_source_of
 from meltwater.planner.str_enum import StrEnum
 
 if TYPE_CHECKING:  # the watcher (and `meltwater.stream`) load only when `watch` runs

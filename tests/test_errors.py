@@ -26,7 +26,7 @@ ERROR_MODULES = {
     "meltwater.output": "meltwater.output.errors",
     "meltwater.sinks": "meltwater.sinks.errors",
     "meltwater.service": "meltwater.service.errors",
-    "meltwater.cli": "meltwater.cli.table_commands",
+    "meltwater.cli": "meltwater.cli.options",
 }
 
 

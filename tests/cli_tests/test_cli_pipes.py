@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from meltwater.cli import main as cli_main
-from meltwater.cli import table_commands
+from meltwater.cli import snapshots_run
 
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 
@@ -81,7 +81,7 @@ def test_a_broken_pipe_elsewhere_is_no_quiet_success(monkeypatch):
     def command(_args) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(table_commands, "cmd_snapshots", command)
+    monkeypatch.setattr(snapshots_run, "cmd_snapshots", command)
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     with pytest.raises(BrokenPipeError):
         cli_main.main(["snapshots", "/nowhere"])

@@ -11,7 +11,7 @@ import pytest
 
 from meltwater.cli import main as cli_main
 from meltwater.cli import signals as cli_signals
-from meltwater.cli import table_commands
+from meltwater.cli import snapshots_run
 
 
 def _swallowing(signum: int):
@@ -35,7 +35,7 @@ def _swallowing(signum: int):
                           (signal.SIGINT, 130, "meltwater: interrupted")])
 def test_a_signal_turned_into_another_error_still_ends_as_the_signal(
         monkeypatch, capsys, signum, status, line):
-    monkeypatch.setattr(table_commands, "cmd_snapshots", _swallowing(signum))
+    monkeypatch.setattr(snapshots_run, "cmd_snapshots", _swallowing(signum))
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     monkeypatch.setattr(cli_signals, "_received", [], raising=False)
     assert cli_main.main(["snapshots", "/nowhere"]) == status
