@@ -9,6 +9,6 @@
   `changes_run`, which load Arrow and the planner only when such a command runs, so
   `meltwater --help` and `--version` load neither;
 - `progress`: the progress line on a terminal; `signals`: Ctrl-C and SIGTERM as
-  exceptions, with a watchdog; `arrow_memory`: Arrow's allocator; `pandas_guard`: keeps
-  pandas out of one-shot commands.
+  exceptions, with a watchdog; `arrow_memory`: Arrow's allocator; `import_guard`: keeps
+  pandas and numpy out of one-shot commands.
 """

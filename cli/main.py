@@ -27,7 +27,7 @@ from typing import NoReturn
 
 from meltwater.cli import change_commands, serve_command, signals, table_commands, watch_command
 from meltwater.cli.arrow_memory import use_command_memory_pool
-from meltwater.cli.pandas_guard import keep_pandas_out
+from meltwater.cli.import_guard import keep_pandas_and_numpy_out
 from meltwater.cli.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from meltwater.planner.errors import MeltwaterError
 
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
     Arrow's thread pools took time after a scan to Parquet had written and renamed its file
     (the memory is the kernel's to free either way). Commands that run a service or Spark
     always end the ordinary way, as does a process with threads still at work. Such a
-    command's process also never loads pandas (`meltwater.cli.pandas_guard`)."""
+    command's process also never loads pandas or numpy (`meltwater.cli.import_guard`)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # refused by the command's own parser, so the line names the command
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
             f"unrecognized arguments: {' '.join(extra)}")
     one_shot_process = exit_when_done and getattr(args, "one_shot", False)
     if one_shot_process:
-        keep_pandas_out()
+        keep_pandas_and_numpy_out()
     status = _run(args)
     if one_shot_process:
         _end_now(status)
