@@ -141,10 +141,10 @@ def test_parquet_output_in_many_row_groups_reads_as_java_does(corpus, tmp_path, 
     into one file (`parquet_parts`): every scenario's current rows, read back, are Java's."""
     import pyarrow.parquet as pq
 
-    from meltwater.output import writers
+    from meltwater.output import parquet_writer, writers
 
-    monkeypatch.setattr(writers, "ROW_GROUP_ROWS", 7)
-    monkeypatch.setattr(writers, "FIRST_ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(parquet_writer, "ROW_GROUP_ROWS", 7)
+    monkeypatch.setattr(parquet_writer, "FIRST_ROW_GROUP_ROWS", 3)
     for name, scenario in sorted(corpus.scenarios.items()):
         snap = scenario.snapshots[-1]
         out = tmp_path / f"{name}.parquet"

@@ -22,7 +22,8 @@ from meltwater.output.parquet_parts import (
     encode_part,
     part_capacity,
 )
-from meltwater.output.writers import row_groups, write_stream
+from meltwater.output.parquet_writer import row_groups
+from meltwater.output.writers import write_stream
 
 
 def _table(rows: int) -> pa.Table:
