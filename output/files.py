@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 import sys
 from collections.abc import Iterator
@@ -84,7 +83,9 @@ def temporary_sibling_prefix(target: str | os.PathLike[str]) -> str:
 
 
 def _sibling_name(target: Path) -> Path:
-    return target.with_name(f"{temporary_sibling_prefix(target)}{secrets.token_hex(8)}.tmp")
+    # os.urandom, not secrets.token_hex (the same bytes): importing secrets loads hashlib
+    # and OpenSSL, 10 ms of every command that writes
+    return target.with_name(f"{temporary_sibling_prefix(target)}{os.urandom(8).hex()}.tmp")
 
 
 def _fsync_directory(directory: Path) -> None:
