@@ -11,7 +11,6 @@ import pyarrow.compute as pc
 
 from meltwater.cli.options import UsageError, column_names, parse_timestamp_ms, table_source_of
 from meltwater.cli.progress import Progress, wanted
-from meltwater.output.change_events import write_debezium_jsonl
 from meltwater.output.formats import OutputFormat
 from meltwater.output.writers import write_stream
 from meltwater.planner.changes.change_range import BoundKind, RangeRequest, given_bounds
@@ -19,7 +18,7 @@ from meltwater.planner.expressions.tree import TRUE
 from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.engine.changes.change_feed import change_feed
 from meltwater.stream.engine.changes.change_schema import RowOptions
-from meltwater.stream.engine.scans.scan import limited
+from meltwater.stream.engine.decode.batch_size import limited
 
 
 def _ms(text: str | None, option: str) -> int | None:
@@ -78,7 +77,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
     with Progress("changes", args.table, enabled=wanted(args.output),
                   details=details) as progress:
         reader = progress.count(reader, seen)
-        if args.format == OutputFormat.DEBEZIUM_JSONL:
+        if args.format == OutputFormat.DEBEZIUM_JSONL:  # its envelope, loaded for it alone
+            from meltwater.output.change_events import write_debezium_jsonl
+
             count = write_debezium_jsonl(reader, args.output, feed.table.location)
         else:
             count = write_stream(reader, args.format, args.output)

@@ -8,5 +8,5 @@ The bottom room of the engine: it imports only the planner and `meltwater.stream
 - `arrow_filter`: bound row filters as `pyarrow.compute` expressions (residuals);
 - `arrow_constants`: columns of one repeated value, built without visiting rows;
 - `remote_reads`: many small reads at a time where files wait on the network;
-- `batch_size`: the rows a batch holds at most (`DEFAULT_BATCH_SIZE`).
+- `batch_size`: the rows a batch holds at most (`DEFAULT_BATCH_SIZE`), and `limited`.
 """

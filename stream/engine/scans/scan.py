@@ -26,7 +26,7 @@ from meltwater.planner.table.fileio import FileIO
 from meltwater.planner.table.table_loading import Table, load_table
 from meltwater.planner.table.table_source import TableSource
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
-from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE, limited
 
 if TYPE_CHECKING:
     from meltwater.stream.engine.deletes.loader import DeleteLoader
@@ -221,21 +221,3 @@ def read_plan(planned: Plan, *, limit: int | None = None, batch_size: int = DEFA
     if limit is not None:
         batches = limited(batches, limit)
     return pa.RecordBatchReader.from_batches(schema, batches)
-
-
-def limited(batches: Iterable[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
-    """The first `limit` rows of a stream of batches; then the stream is closed (a reader or
-    generator with `close`), unread beyond them."""
-    remaining = limit
-    try:
-        for batch in batches:
-            if remaining <= 0:
-                return
-            if batch.num_rows > remaining:
-                batch = batch.slice(0, remaining)
-            remaining -= batch.num_rows
-            yield batch
-    finally:
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()
