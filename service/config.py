@@ -237,6 +237,9 @@ def _sink(reader: TableReader, pipeline: str, table: TableSource, checkpoint: st
             reader.fail(key, "expected a list of column names")
         if option.minimum is not None and value < option.minimum:
             reader.fail(key, f"expected at least {option.minimum}, got {value}")
+        if option.choices is not None and value not in option.choices:
+            reader.fail(key, f"expected one of {', '.join(map(repr, option.choices))}, "
+                             f"got {value!r}")
         options[key] = value
     url = options.get("url")
     if kind.url_prefixes and url is not None and not url.startswith(kind.url_prefixes):

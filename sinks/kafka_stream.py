@@ -14,8 +14,19 @@ transactions), `transactional-id` (default `meltwater-<pipeline>@<digest of the
 checkpoint>`, stable for the pipeline and new with a new checkpoint, whose batch ids start
 again from 0), `batches-topic` (default `meltwater.batches`), `create-topics` (true:
 create a missing topic, with `partitions` or the broker's default), `timeout` (seconds a
-broker may take to answer, default 30). What is written, and how exactly once, is
-`meltwater.sinks.kafka_sink`'s and `kafka_events`' to say.
+broker may take to answer, default 30), `before-images` (below). What is written, and how
+exactly once, is `meltwater.sinks.kafka_sink`'s and `kafka_events`' to say.
+
+**Before-images.** `before-images = "full"` (the default) gives each update and delete
+event its whole `before` row, as Debezium does for a PostgreSQL table with REPLICA
+IDENTITY FULL: what consumers that retract rows need (Flink's `debezium-json` format
+refuses an update without its `before`; an aggregation would otherwise retract the wrong
+values). `"key"` gives `before` the key columns only, the others null, as Debezium's
+PostgreSQL connector does for a delete under the default replica identity (for an update it
+sends no `before`; here it carries the key): enough for consumers that apply events by key
+(upsert-kafka, JDBC sinks, a compacted topic), and an upsert commit's replaced rows are
+then read from their key columns instead of whole (`meltwater.stream.engine.changes.
+key_images`).
 
 **The default topic** is the table's name as Debezium names a table's topic (`<prefix>.
 <schema>.<table>`): a catalog table's identifier, `lake.sales.orders`; for a table given by
@@ -54,10 +65,11 @@ from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.sinks.errors import KafkaRefusedError
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.sinks.mirror_stream import MIRROR_SOURCE_OPTIONS, ledger_name, stream_field_ids
+from meltwater.stream.engine.changes.change_modes import BeforeImages
 
 DEFAULT_TIMEOUT_S = 30.0
 # What the sink decides of its stream when the query starts (`kafka_source_options`).
-KEYED_OPTIONS = ("identifier-columns", "compute-updates")
+KEYED_OPTIONS = ("identifier-columns", "compute-updates", "before-images")
 _TOPIC_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_TOPIC = 249
 
@@ -91,9 +103,10 @@ def kafka_source_options(options: Mapping[str, Any], placement: SinkPlacement
                          ) -> dict[str, str]:
     """The stream options a kafka sink decides when its query starts: updates paired by
     its key (a table without identifier fields and no `key` is refused here, naming
-    `key`)."""
+    `key`), and what its events' `before` carries (`before-images`)."""
     return {"identifier-columns": ",".join(_key_names(options, placement.table)),
-            "compute-updates": "true"}
+            "compute-updates": "true",
+            "before-images": str(options.get("before-images", BeforeImages.FULL))}
 
 
 def _truthy(options: Mapping[str, str], name: str) -> bool:
@@ -196,13 +209,15 @@ register_sink_kind(SinkKind(
      "tombstones": SinkOption(bool), "transactional": SinkOption(bool),
      "transactional-id": SinkOption(str), "batches-topic": SinkOption(str),
      "create-topics": SinkOption(bool), "partitions": SinkOption(int, minimum=1),
-     "timeout": SinkOption((int, float), minimum=1)},
+     "timeout": SinkOption((int, float), minimum=1),
+     "before-images": SinkOption(str, choices=BeforeImages.texts())},
     kafka_writer,
     source_options=MIRROR_SOURCE_OPTIONS,
     source_options_reason="so a column added mid-stream is restarted into the events "
                           "instead of projected away",
     derived_source_options=kafka_source_options,
     derived_option_names=KEYED_OPTIONS,
-    derived_options_reason="pairs updates by its message key: set key in the sink instead",
+    derived_options_reason="pairs updates by its message key and says what before carries: "
+                           "set key or before-images in the sink instead",
     defaults=_defaults,
     check=check_kafka))

@@ -53,7 +53,14 @@ def test_durations(text, seconds):
     (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092"},
              options={"identifier-columns": "id"}),
      "pipelines[0].options.identifier-columns: a kafka sink pairs updates by its message "
-     "key: set key in the sink instead; remove the option"),
+     "key and says what before carries: set key or before-images in the sink instead; "
+     "remove the option"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092"},
+             options={"before-images": "key"}),
+     "pipelines[0].options.before-images: a kafka sink pairs updates by its message key "
+     "and says what before carries: set key or before-images in the sink instead"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092", "before-images": "keys"}),
+     "pipelines[0].sink.before-images: expected one of 'full', 'key', got 'keys'"),
     (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092"},
              options={"schema-change": "project"}),
      "pipelines[0].options.schema-change: a kafka sink's stream runs with schema-change=fail"),
@@ -247,6 +254,24 @@ def test_a_kafka_sinks_topic_is_the_tables_name_debezium_style(table, topic):
     assert sink.options["properties"] == {"security.protocol": "SASL_SSL",
                                           "sasl.mechanism": "PLAIN", "linger.ms": 20,
                                           "enable.idempotence": True}
+
+
+@pytest.mark.parametrize(("given", "derived"), [(None, "full"), ("full", "full"),
+                                                ("key", "key")])
+def test_a_kafka_sinks_before_images_are_its_streams(corpus, given, derived):
+    """`before-images` in the sink becomes its stream's option as the query starts (full
+    unless it says key), with the pairing by its key."""
+    from meltwater.sinks.kinds import SinkPlacement, sink_kind
+
+    location = str(corpus.scenarios["equality_deletes"].location)
+    sink = {"type": "kafka", "bootstrap-servers": "b:9092"}
+    if given is not None:
+        sink["before-images"] = given
+    config = parse_config(minimal(table=location, sink=sink))
+    options = config.pipelines[0].sink.options
+    placement = SinkPlacement("p", config.pipelines[0].table, "/tmp/ckpt")
+    assert sink_kind("kafka").derived_source_options(options, placement) == {
+        "identifier-columns": "id", "compute-updates": "true", "before-images": derived}
 
 
 def test_a_catalog_tables_topic_is_its_identifier():
