@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -40,18 +41,30 @@ class ProcessRun:
     """One run of a command."""
 
     seconds: float
+    cpu_seconds: float  # user + system, the child's (and its children's, as wait4 reports)
     max_rss_bytes: int
     exit_code: int | None  # None: killed at the time limit
     stderr_tail: str
 
 
+# GNU time starts each command, when installed (Debian's `time`): Linux counts in a
+# child's peak RSS (`ru_maxrss`) the memory of the process it was forked from, so a child
+# forked straight from this bench (pyarrow loaded, tables read: ~180 MiB) reported at least
+# that much, even for `meltwater --version`. GNU time is a few MiB, and it reports its own
+# child's peak. Without it, the figure is wait4's, with that floor.
+GNU_TIME = shutil.which("time", path="/usr/bin:/bin")
+
+
 def run_process(argv: list[str], timeout: float, env: dict[str, str] | None = None,
                 ) -> ProcessRun:
-    """Run `argv` to its end or its time limit; its wall time and peak RSS."""
-    with tempfile.TemporaryFile() as stderr:
+    """Run `argv` to its end or its time limit; its wall time, CPU time and peak RSS."""
+    with tempfile.TemporaryFile() as stderr, \
+            tempfile.NamedTemporaryFile("r", prefix="meltwater-rusage-") as rusage:
+        launcher = [GNU_TIME, "-q", "-f", "%M %U %S", "-o", rusage.name] if GNU_TIME else []
         started = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
-                                   env=env or CHILD_ENV, start_new_session=True)
+        process = subprocess.Popen([*launcher, *argv], stdout=subprocess.DEVNULL,
+                                   stderr=stderr, env=env or CHILD_ENV,
+                                   start_new_session=True)
         killed = threading.Event()
 
         def kill() -> None:
@@ -69,8 +82,12 @@ def run_process(argv: list[str], timeout: float, env: dict[str, str] | None = No
         process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         stderr.seek(0)
         tail = stderr.read().decode(errors="replace").strip().splitlines()[-3:]
-    return ProcessRun(elapsed, usage.ru_maxrss * 1024,
-                      None if killed.is_set() else process.returncode, " | ".join(tail))
+        rss, cpu = usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+        measured = rusage.read().split() if GNU_TIME else []
+        if len(measured) == 3:  # the command's own, as GNU time saw it end
+            rss, cpu = int(measured[0]) * 1024, float(measured[1]) + float(measured[2])
+    return ProcessRun(elapsed, cpu, rss, None if killed.is_set() else process.returncode,
+                      " | ".join(tail))
 
 
 @dataclass
