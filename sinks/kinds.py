@@ -32,8 +32,9 @@ class SinkOption:
     """One key of a sink's configuration: its TOML type, and whether it must be given.
 
     `names` marks a list of column names (each a non-empty string); `minimum` is the least
-    a number may be; `choices`, the values a string may take. A `dict` option is a TOML table of scalars, its nested keys flattened
-    to dotted names (`[pipelines.sink.properties]`)."""
+    a number may be; `choices`, the values a string may take. A `dict` option is a TOML
+    table of scalars, its nested keys flattened to dotted names
+    (`[pipelines.sink.properties]`)."""
 
     kind: type | tuple[type, ...]
     required: bool = False
