@@ -21,7 +21,8 @@ The read path (`meltwater.stream`, the planner) hands it Arrow batches and never
   `json_values`: how one value is written as JSON, for every JSON writer;
 - `parquet_writer`, `parquet_parts` and `parquet_footer`: row groups encoded apart on
   worker threads and joined into one Parquet file (the footer through the vendored
-  `parquet.thrift`), loaded only when Parquet is asked for;
+  `parquet.thrift`, `meltwater.stream.engine.decode.parquet_thrift`), loaded only when
+  Parquet is asked for;
 - `pipeline`: writing on a thread of its own while the read goes on, bounded;
 - `files`: an output file that is whole or absent, whatever fails;
 - `change_events`: change rows as Debezium-style JSON events, one envelope built in one

@@ -7,8 +7,9 @@ is what lets `meltwater.output.parquet_parts` join Parquet files encoded apart i
 one: their column chunks are copied as they are, and one footer lists every row group with
 its offsets moved by where its bytes landed.
 
-The structs are parquet-format's `parquet.thrift`, vendored unchanged beside this module
-and loaded by thriftpy2. A field that definition does not know would be lost on the way
+The structs are parquet-format's `parquet.thrift`, vendored unchanged and loaded by
+thriftpy2 (`meltwater.stream.engine.decode.parquet_thrift`, which the reader's page index
+uses too). A field that definition does not know would be lost on the way
 through (Thrift skips unknown fields), so `split_parquet` refuses a footer that does not
 encode back to its own bytes: a newer pyarrow writing a newer field makes the Parquet
 output fail in one line, never written with the field missing.
@@ -16,18 +17,14 @@ output fail in one line, never written with the field missing.
 
 from __future__ import annotations
 
-import functools
 import struct
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from meltwater.output.errors import ParquetFooterError
+from meltwater.stream.engine.decode.parquet_thrift import DEFINITION, ParquetThrift
+from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift as load_parquet_thrift
 
 MAGIC = b"PAR1"
-DEFINITION = Path(__file__).with_name("parquet.thrift")
 _LENGTH = struct.Struct("<I")
 
 # The offsets in a footer (parquet.thrift), by struct. 0 means "none" wherever it appears:
@@ -38,36 +35,8 @@ _COLUMN_META_DATA_OFFSETS = ("data_page_offset", "index_page_offset",
                              "dictionary_page_offset", "bloom_filter_offset")
 
 
-@dataclass(frozen=True)
-class _Thrift:
-    module: Any  # parquet.thrift's structs
-    encode: Callable[[Any], bytes]
-    decode: Callable[[Any, bytes], Any]
-
-
-_LOADING = threading.Lock()
-
-
-@functools.cache
-def _load() -> _Thrift:
-    # thriftpy2 and its IDL parser are imported here, not with this module: with the
-    # parsing of parquet.thrift, time that the first encoder thread spends while the scan
-    # reads on, rather than the command's start-up.
-    import thriftpy2
-    from thriftpy2.protocol import TCompactProtocolFactory
-    from thriftpy2.utils import deserialize, serialize
-
-    protocol = TCompactProtocolFactory()
-    return _Thrift(thriftpy2.load(str(DEFINITION), module_name="parquet_thrift"),
-                   lambda struct_: serialize(struct_, protocol),
-                   lambda struct_, raw: deserialize(struct_, raw, protocol))
-
-
-def _thrift() -> _Thrift:
-    """Loaded once per process, on the first thread that needs it; the others wait for
-    that one load, since structs of two loads never compare equal."""
-    with _LOADING:
-        return _load()
+def _thrift() -> ParquetThrift:
+    return load_parquet_thrift()
 
 
 def parquet_thrift() -> Any:
