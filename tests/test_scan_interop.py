@@ -23,7 +23,7 @@ from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages"]
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -48,10 +48,17 @@ def _data_file(f, **extra) -> DataFile:
 
 
 def _dv_for(f, data_path: str) -> DataFile | None:
+    """The DV in Puffin file `f` for a data file. pyiceberg 0.12 reads no v3 fields, so the
+    manifest entry does not say which blob is its own: several DVs in one Puffin file (one
+    commit's, for several data files) each find their data file's blob, with its own count
+    (the blob's `cardinality`), not the entry's."""
     for blob in puffin_blobs(f.file_path):
         if blob["properties"].get("referenced-data-file") == data_path:
-            return _data_file(f, referenced_data_file=data_path, content_offset=blob["offset"],
-                              content_size_in_bytes=blob["length"])
+            dv = _data_file(f, referenced_data_file=data_path, content_offset=blob["offset"],
+                            content_size_in_bytes=blob["length"])
+            cardinality = blob["properties"].get("cardinality")
+            return dv if cardinality is None else dataclasses.replace(
+                dv, record_count=int(cardinality))
     return None
 
 
@@ -77,11 +84,15 @@ def plan_tasks(metadata_location: str, snapshot_id: int) -> list[FileScanTask]:
     for d in data:
         df = d.data_file
         refs = []
+        puffins = set()  # each Puffin file gives a data file its one DV, once
         for x in deletes:
             f = x.data_file
             same_partition = f.spec_id == df.spec_id and f.partition == df.partition
             if int(f.content) == 1 and x.sequence_number >= d.sequence_number and same_partition:
                 if str(getattr(f.file_format, "value", f.file_format)).upper() == "PUFFIN":
+                    if f.file_path in puffins:
+                        continue
+                    puffins.add(f.file_path)
                     dv = _dv_for(f, df.file_path)
                     if dv is not None:
                         refs.append(DeleteFileRef(dv, x.sequence_number))

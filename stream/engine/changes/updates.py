@@ -55,6 +55,7 @@ from meltwater.stream.engine.changes.change_schema import (
     ChangeTypeNames,
     change_mode,
 )
+from meltwater.stream.engine.decode.arrow_constants import int64_range
 from meltwater.stream.engine.decode.arrow_schema import field_id
 from meltwater.stream.errors import MissingIdentifierColumnError
 
@@ -165,10 +166,7 @@ def content_columns(table: pa.Table | pa.RecordBatch) -> list[str]:
 
 
 def _arange(n: int) -> pa.Array:
-    if n == 0:
-        return pa.array([], pa.int64())
-    ones = pa.repeat(pa.scalar(1, pa.int64()), n)
-    return pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
+    return int64_range(0, n)
 
 
 def _rank_within(groups: pa.Array) -> pa.Array:

@@ -1,4 +1,4 @@
-"""Columns that repeat one value, built without visiting every row.
+"""Columns that repeat one value, or count up from one, built without visiting every row.
 
 Every change row carries its commit's ordinal, snapshot id, sequence number and timestamp
 and its change type: five columns of one value per batch. `pa.repeat` appends the value
@@ -52,3 +52,15 @@ def _byte_width(type_: pa.DataType) -> int | None:
         return None
     bits = type_.bit_width
     return bits // 8 if bits % 8 == 0 else None
+
+
+def int64_range(start: int, length: int) -> pa.Array:
+    """start, start + 1, ..., start + length - 1 as int64, computed by Arrow's kernels
+    (`pa.array(range(...))` converts every Python int: 0.18 s of a DV commit's changes on a
+    20M-row v3 table, filling row lineage ids)."""
+    import pyarrow.compute as pc
+
+    if length == 0:
+        return pa.array([], pa.int64())
+    ones = constant_array(pa.scalar(1, pa.int64()), length)
+    return pc.add(pc.cumulative_sum(ones), pa.scalar(start - 1, pa.int64()))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -25,14 +25,17 @@ from meltwater.planner.table.fileio import FileIO
 from meltwater.stream.engine.decode.arrow_schema import (
     FIELD_ID_KEY,
 )
+from meltwater.stream.engine.decode.parquet_layout import (
+    Selection,
+    parquet_leaf_paths,
+    row_group_runs,
+)
+from meltwater.stream.engine.decode.parquet_pages import PageReader, file_size_of, read_range_of
 from meltwater.stream.errors import UnreadableFileError
 
 if TYPE_CHECKING:
     pass
 
-# A selection of a file's columns, mirroring its Arrow schema: for each wanted top-level
-# field index, either True (the whole subtree) or the wanted child indices, recursively.
-Selection = dict[int, "Literal[True] | Selection"]
 
 
 # -- reading files ------------------------------------------------------------------------
@@ -65,6 +68,7 @@ class ParquetSource(FileSource):
         self.path = path
         try:
             handle = io.open_input(path)
+            self._handle = handle
             self._file = pq.ParquetFile(handle)
             self.schema = without_extensions(self._file.schema_arrow)
             self._dictionary_columns = _dictionary_encoded_strings(self._file, self.schema)
@@ -74,15 +78,24 @@ class ParquetSource(FileSource):
                                      if self._dictionary_columns else None)
         except (OSError, pa.ArrowException) as error:
             raise UnreadableFileError(f"{path}: not a readable Parquet file ({error})") from error
+        self._pages: PageReader | None = None  # made at the first read by position
 
     def batches(self, selection: Selection, batch_size: int, start: int = 0,
                 length: int | None = None, rows: Sequence[int] | None = None,
                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
         """Batches of the selected columns of the row groups in the split, each with its first
-        row's position."""
+        row's position. Given `rows`, a row group whose rows among them sit in few of its
+        pages is read by page (`parquet_pages`)."""
+        runs = row_group_runs(self._file.metadata, start, length, rows)
+        if rows is None:
+            yield from self._whole_groups(selection, batch_size, runs)
+        else:
+            yield from self._by_page(selection, batch_size, runs, rows)
+
+    def _whole_groups(self, selection: Selection, batch_size: int,
+                      runs: list[tuple[int, list[int]]]) -> Iterator[tuple[int, pa.RecordBatch]]:
         metadata = self._file.metadata
-        columns = _parquet_leaf_paths(self._file, self.schema, selection)
-        runs = row_group_runs(metadata, start, length, rows)
+        columns = parquet_leaf_paths(self._file, self.schema, selection)
         file = self._file
         if self._dictionary_file is not None:
             selected = [g for _, run in runs for g in run]
@@ -98,6 +111,32 @@ class ParquetSource(FileSource):
                     first += batch.num_rows
         except (OSError, pa.ArrowException) as error:
             raise UnreadableFileError(f"{self.path}: cannot read Parquet data ({error})") from error
+
+    def _by_page(self, selection: Selection, batch_size: int,
+                 runs: list[tuple[int, list[int]]], rows: Sequence[int],
+                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Each row group of `runs` by page where `PageReader` can, else whole."""
+        if self._pages is None:
+            self._pages = PageReader(read_range_of(self._handle), file_size_of(self._handle),
+                                     self._file)
+        fields = sorted(selection)
+
+        def whole_paths(index: int) -> list[str]:
+            return parquet_leaf_paths(self._file, self.schema, {index: selection[index]})
+
+        metadata = self._file.metadata
+        for first, groups in runs:
+            for group in groups:
+                count = metadata.row_group(group).num_rows
+                lo = bisect.bisect_left(rows, first)
+                hi = bisect.bisect_left(rows, first + count, lo)
+                paged = self._pages.read(group, first, fields, whole_paths, rows[lo:hi],
+                                         batch_size)
+                if paged is not None:
+                    yield from paged
+                else:
+                    yield from self._whole_groups(selection, batch_size, [(first, [group])])
+                first += count
 
 
 # Dictionary reads end a batch at every row group (each has its own dictionary), so they are
@@ -141,67 +180,6 @@ def _dictionaries_decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
             columns[i] = column.dictionary.take(column.indices)
             fields[i] = fields[i].with_type(columns[i].type)
     return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, batch.schema.metadata))
-
-
-def row_group_runs(metadata: Any, start: int = 0, length: int | None = None,
-                   rows: Sequence[int] | None = None) -> list[tuple[int, list[int]]]:
-    """The row groups a split reads, as contiguous runs, each with the file position of
-    its first row: those whose first byte lies in [start, start + length) (every one, for
-    a whole file) and, given sorted row positions `rows`, that hold one of them."""
-    runs: list[tuple[int, list[int]]] = []
-    position = 0
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        in_split = length is None or start <= row_group_offset(group) < start + length
-        if in_split and (rows is None
-                         or any_between(rows, position, position + group.num_rows)):
-            if runs and runs[-1][1][-1] == index - 1:
-                runs[-1][1].append(index)
-            else:
-                runs.append((position, [index]))
-        position += group.num_rows
-    return runs
-
-
-def row_group_offset(group: Any) -> int:
-    """Where a row group starts: its first column chunk's dictionary page, else data page.
-
-    This is the offset Iceberg writes as a split offset, so a split [start, start + length)
-    owns exactly the row groups starting in it.
-    """
-    chunk = group.column(0)
-    offset = chunk.data_page_offset
-    if chunk.has_dictionary_page and chunk.dictionary_page_offset is not None:
-        offset = min(offset, chunk.dictionary_page_offset)
-    return offset
-
-
-def _parquet_leaf_paths(file: Any, schema: pa.Schema, selection: Selection) -> list[str]:
-    """Parquet leaf column paths for a selection: leaves are numbered in schema order."""
-    leaves: list[int] = []
-    counter = 0
-
-    def count(type_: pa.DataType) -> int:
-        if type_.num_fields == 0:
-            return 1
-        return sum(count(type_.field(i).type) for i in range(type_.num_fields))
-
-    def visit(type_: pa.DataType, wanted: Literal[True] | Selection, first: int) -> None:
-        if wanted is True or type_.num_fields == 0:
-            leaves.extend(range(first, first + count(type_)))
-            return
-        for i in range(type_.num_fields):
-            child = type_.field(i).type
-            if i in wanted:
-                visit(child, wanted[i], first)
-            first += count(child)
-
-    for index, field in enumerate(schema):
-        if index in selection:
-            visit(field.type, selection[index], counter)
-        counter += count(field.type)
-    parquet_schema = file.schema
-    return [parquet_schema.column(i).path for i in leaves]
 
 
 class OrcSource(FileSource):
@@ -414,9 +392,3 @@ def open_source(path: str, file_format: str, io: FileIO) -> FileSource:
     if source is None:
         raise UnsupportedFeatureError(f"{path}: cannot read {file_format} files")
     return source(path, io)
-
-def any_between(positions: Sequence[int], lo: int, hi: int) -> bool:
-    """Whether sorted `positions` hold a value in [lo, hi)."""
-    i = bisect.bisect_left(positions, lo)
-    return i < len(positions) and positions[i] < hi
-

@@ -26,7 +26,8 @@ from meltwater.stream.engine.decode.arrow_schema import (
     to_arrow_type,
     to_arrow_value,
 )
-from meltwater.stream.engine.decode.formats import FileSource, Selection
+from meltwater.stream.engine.decode.formats import FileSource
+from meltwater.stream.engine.decode.parquet_layout import Selection
 from meltwater.stream.errors import UnreadableFileError
 
 if TYPE_CHECKING:

@@ -25,7 +25,8 @@ from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.fileio import FileIO
 from meltwater.stream.engine.decode.arrow_filter import field_paths
 from meltwater.stream.engine.decode.arrow_schema import field_id, to_arrow_type
-from meltwater.stream.engine.decode.formats import FileSource, row_group_runs, without_extensions
+from meltwater.stream.engine.decode.formats import FileSource, without_extensions
+from meltwater.stream.engine.decode.parquet_layout import row_group_runs
 from meltwater.stream.engine.decode.projection import FileProjection
 from meltwater.stream.engine.decode.remote_reads import read_each, waits_on_network
 from meltwater.stream.engine.deletes.equality_lookup import key_field_ids

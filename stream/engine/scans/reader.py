@@ -46,12 +46,14 @@ from meltwater.planner.spec.files import DataFile
 from meltwater.planner.spec.reserved_field_ids import LAST_UPDATED_SEQUENCE_NUMBER_ID, ROW_ID_ID
 from meltwater.planner.spec.types import NestedField, Schema
 from meltwater.planner.table.fileio import FileIO
+from meltwater.stream.engine.decode.arrow_constants import int64_range
 from meltwater.stream.engine.decode.arrow_filter import field_paths, to_arrow_filter, type_at_path
 from meltwater.stream.engine.decode.arrow_schema import (
     to_arrow_type,
 )
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
-from meltwater.stream.engine.decode.formats import any_between, open_source
+from meltwater.stream.engine.decode.formats import open_source
+from meltwater.stream.engine.decode.parquet_layout import any_between
 from meltwater.stream.engine.decode.projection import FileProjection
 from meltwater.stream.engine.deletes.equality_lookup import equality_lookup, for_set, key_field_ids
 
@@ -189,7 +191,7 @@ class _Lineage:
         columns = dict(zip(batch.schema.names, batch.columns, strict=True))
         if self.row_id is not None and self.first_row_id is not None:
             start = self.first_row_id + first
-            inherited = pa.array(range(start, start + n), pa.int64())
+            inherited = int64_range(start, n)
             columns[self.row_id] = pc.coalesce(columns[self.row_id], inherited)
         if self.updated is not None and self.sequence_number is not None:
             columns[self.updated] = pc.coalesce(

@@ -447,3 +447,29 @@ def file_formats(w: Recorder) -> None:
           "back to Parquet")
     w.sql("INSERT INTO {t} VALUES (100, 'pq', 1.00, date'2024-01-01')", "Parquet append")
     w.sql("DELETE FROM {t} WHERE id IN (1, 31, 100)", "MOR delete across three formats")
+
+
+@scenario("v2 -> v3", "pages of 100 rows (write.parquet.page-row-limit)",
+          "scattered position deletes, equality deletes and DVs: rows read by page",
+          "flat and nested columns", "identifier fields")
+def small_pages(w: Recorder) -> None:
+    w.sql(f"""CREATE TABLE {{t}} (id bigint NOT NULL, grp string, note string, amount double,
+              dec decimal(10,2), ts timestamp, st struct<x: int, y: string>, l array<int>)
+              USING iceberg TBLPROPERTIES ({V2_MOR}, 'write.parquet.page-row-limit'='100',
+              'write.distribution-mode'='none')""")
+    w.sql("ALTER TABLE {t} SET IDENTIFIER FIELDS id", "identifier fields")
+    w.sql("""INSERT INTO {t} SELECT id, concat('g', id % 7), concat('note ', id),
+             if(id % 17 = 0, NULL, id * 1.5), CAST(id AS decimal(10,2)) / 100,
+             timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id),
+             if(id % 13 = 0, NULL, named_struct('x', CAST(id % 100 AS int),
+                                                'y', concat('y', id))),
+             if(id % 11 = 0, NULL, array(CAST(id % 5 AS int)))
+             FROM range(0, 3000)""", "append 3,000 rows in pages of 100")
+    w.sql("DELETE FROM {t} WHERE id % 211 = 7", "position deletes of 14 scattered rows")
+    w.sql("UPDATE {t} SET note = concat(note, ' u') WHERE id % 307 = 11",
+          "update of 10 scattered rows")
+    w.row_delta("equality deletes of 5 scattered keys", deletes=[
+        w.equality_deletes(["id"], [{"id": k} for k in (5, 777, 1500, 2222, 2999)])])
+    w.sql("ALTER TABLE {t} SET TBLPROPERTIES ('format-version'='3')", "upgrade to v3")
+    w.sql("DELETE FROM {t} WHERE id IN (100, 1234, 2500)", "DVs of 3 rows")
+    w.sql("UPDATE {t} SET amount = -amount WHERE id % 401 = 3", "update of 8 rows as DVs")

@@ -33,3 +33,12 @@ def test_equals_repeat(value: pa.Scalar) -> None:
         got = constant_array(value, length)
         got.validate(full=True)
         assert got.type == expected.type and got.equals(expected), length
+
+
+@pytest.mark.parametrize(("start", "length"), [(0, 0), (0, 1), (5, 4), (2**40, 3), (-3, 6)])
+def test_int64_range_counts_up_from_its_start(start, length):
+    from meltwater.stream.engine.decode.arrow_constants import int64_range
+
+    got = int64_range(start, length)
+    assert got.type == pa.int64()
+    assert got.to_pylist() == list(range(start, start + length))

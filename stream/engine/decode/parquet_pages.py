@@ -1,0 +1,406 @@
+"""Rows named by position, read from the Parquet pages that hold them.
+
+Iceberg Java (parquet-mr) writes an OffsetIndex for every column chunk: where each data
+page starts and the position of its first row (20,000 rows a page by default). pyarrow
+reads no less than a column chunk and cannot read that index. So where the rows a read
+wants (the positions a deletion vector or a position delete names, the rows an equality
+delete matched) sit in few of a row group's pages, each column is read from a Parquet file
+made in memory: the chunk's dictionary page and the data pages needed, copied as they are,
+behind a footer naming only them (`parquet_thrift`). pyarrow decodes that file as any
+other; nothing here decodes a value.
+
+What is trusted, and what is checked first (any doubt, raised here as a ValueError, reads
+the row group whole, as before, so this is never the reason for a wrong row):
+- only top-level primitive columns are read by page: their pages hold whole rows, one
+  value or null each. Other columns (structs, lists, maps), and columns without an
+  OffsetIndex, are read whole for the row group and cut to the same rows;
+- the OffsetIndex's pages must tile the column chunk, from the dictionary page (or the
+  chunk's start) to its end; the header of each chosen page, and of the chunk's first and
+  last, must count the rows the index implies for it (a v1 page's `num_values`, a v2
+  page's `num_rows`): an index shifted by a row shows at its ends;
+- the decoded column must hold exactly the rows of its pages, and cast to the type the
+  whole read gives (else the whole read);
+- when the pages needed hold half a row group's rows or more, the row group is read whole:
+  the page reads' overhead would buy little.
+
+The batches cover the runs of rows every column holds (each wanted row is in one of them)
+and begin where those runs begin; a caller checks positions, as it does for whole row
+groups (`FileSource.batches`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import itertools
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift
+
+# Read by page only while the pages needed hold less than this share of the row group.
+MAX_PAGED_SHARE = 0.5
+# Enough of a page to decode its header (statistics make some headers long: a longer one
+# fails to decode, and that page's row group is read whole).
+_HEADER_BYTES = 16 * 1024
+_MAGIC = b"PAR1"
+_TAIL = struct.Struct("<I4s")
+
+# (offset, length) -> the bytes; pyarrow's NativeFile.read_at, or a seek and a read
+ReadRange = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Consecutive pages of one column: rows [start, end) of the row group, decoded from
+    `offset` in that column's array."""
+
+    start: int
+    end: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One selected top-level column of a row group, as read: the array holding its runs."""
+
+    field: pa.Field
+    values: pa.Array | pa.ChunkedArray
+    runs: tuple[_Run, ...]
+
+
+class PageReader:
+    """Reads one Parquet file's row groups by page. The footer (as Thrift) is read on the
+    first use; a footer this cannot read (encrypted, damaged) turns page reads off."""
+
+    def __init__(self, read_range: ReadRange, file_size: int, file: Any) -> None:
+        self._read = read_range
+        self._size = file_size
+        self._file = file  # the pyarrow ParquetFile: whole column reads and the Arrow schema
+        self._footer: Any = None
+        self._leaves: dict[int, int] | None = None  # top-level field index -> leaf index
+        self._usable = True
+
+    def read(self, group: int, first: int, fields: Sequence[int],
+             whole_paths: Callable[[int], list[str]], rows: Sequence[int],
+             batch_size: int) -> list[tuple[int, pa.RecordBatch]] | None:
+        """Batches of row group `group` (whose first row is file position `first`) holding
+        every file position in `rows` (sorted, all in the group), for the top-level fields
+        `fields` (file order); None when the group is better read whole (module doc).
+        `whole_paths(i)` names the Parquet leaves a whole read of field i selects."""
+        footer = self._footer_or_none()
+        if footer is None:
+            return None
+        try:
+            return self._read_group(footer, group, first, fields, whole_paths, rows,
+                                    batch_size)
+        except (OSError, ValueError, EOFError, pa.ArrowException, _thrift_errors()):
+            return None
+
+    # -- the footer ------------------------------------------------------------------------
+
+    def _footer_or_none(self) -> Any:
+        if not self._usable:
+            return None
+        if self._footer is None:
+            try:
+                self._footer = self._read_footer()
+            except (OSError, ValueError, EOFError, _thrift_errors()):
+                self._usable = False
+                return None
+        return self._footer
+
+    def _read_footer(self) -> Any:
+        if self._size < 12:
+            raise ValueError("too short")
+        length, magic = _TAIL.unpack(self._read(self._size - 8, 8))
+        if magic != _MAGIC or length + 12 > self._size:
+            raise ValueError("no plain footer")  # PARE: an encrypted footer
+        thrift = parquet_thrift()
+        footer = thrift.decode(thrift.module.FileMetaData(),
+                               self._read(self._size - 8 - length, length))
+        self._leaves = _top_level_leaves(footer.schema)
+        return footer
+
+    # -- one row group -----------------------------------------------------------------------
+
+    def _read_group(self, footer: Any, group: int, first: int, fields: Sequence[int],
+                    whole_paths: Callable[[int], list[str]], rows: Sequence[int],
+                    batch_size: int) -> list[tuple[int, pa.RecordBatch]] | None:
+        row_group = footer.row_groups[group]
+        n = row_group.num_rows
+        wanted = [r - first for r in rows]
+        arrow_schema = self._file.schema_arrow
+        plans: dict[int, tuple[Any, Any, list[int], list[int]]] = {}
+        paged_rows = 0
+        for index in fields:
+            leaf = (self._leaves or {}).get(index)
+            if leaf is None:
+                continue
+            chunk = row_group.columns[leaf]
+            if not chunk.offset_index_offset or not chunk.offset_index_length:
+                continue
+            offsets = self._offset_index(chunk)
+            starts = self._page_starts(offsets, n)
+            if starts is None:
+                return None
+            chosen = sorted({bisect.bisect_right(starts, r) - 1 for r in wanted})
+            plans[index] = (chunk, offsets, starts, chosen)
+            paged_rows += sum(starts[p + 1] - starts[p] for p in chosen)
+        if not plans or paged_rows >= MAX_PAGED_SHARE * n * len(plans):
+            return None
+        columns = []
+        for index in fields:
+            field = arrow_schema.field(index)
+            if index in plans:
+                chunk, offsets, starts, chosen = plans[index]
+                columns.append(self._paged(footer, chunk, offsets, starts, chosen, field))
+            else:
+                columns.append(self._whole(group, whole_paths(index), n))
+        return _batches(columns, wanted, first, batch_size)
+
+    def _offset_index(self, chunk: Any) -> Any:
+        thrift = parquet_thrift()
+        return thrift.decode(thrift.module.OffsetIndex(),
+                             self._read(chunk.offset_index_offset, chunk.offset_index_length))
+
+    def _page_starts(self, offsets: Any, rows: int) -> list[int] | None:
+        """Each page's first row (an `OffsetIndex`'s), then the row group's row count; None
+        if not increasing from 0."""
+        starts = [p.first_row_index for p in offsets.page_locations]
+        starts.append(rows)
+        if not starts or starts[0] != 0 or any(b <= a for a, b in itertools.pairwise(starts)):
+            return None
+        return starts
+
+    def _paged(self, footer: Any, chunk: Any, offsets: Any, starts: list[int],
+               chosen: list[int], field: pa.Field) -> _Column:
+        """One column's chosen pages, decoded by pyarrow from a file made of them."""
+        thrift = parquet_thrift()
+        meta = chunk.meta_data
+        locations = offsets.page_locations
+        chunk_start = min(o for o in (meta.dictionary_page_offset, meta.data_page_offset)
+                          if o)
+        chunk_end = chunk_start + meta.total_compressed_size
+        if locations[0].offset < chunk_start:
+            raise ValueError("the first data page starts before its column chunk")
+        _check_tiling(locations, chunk_end)
+        for page in {0, len(locations) - 1} - set(chosen):  # a shifted index shows at its ends
+            head = self._read(locations[page].offset,
+                              min(_HEADER_BYTES, locations[page].compressed_page_size))
+            _check_page_rows(thrift, head, starts[page + 1] - starts[page])
+        prefix = b""
+        if chunk_start < locations[0].offset:  # the dictionary page
+            prefix = self._read(chunk_start, locations[0].offset - chunk_start)
+            header = thrift.decode(thrift.module.PageHeader(), prefix)
+            if header.type != thrift.module.PageType.DICTIONARY_PAGE:
+                raise ValueError("bytes before the first data page are no dictionary")
+        pages = bytearray()
+        runs: list[_Run] = []
+        rows = 0
+        for page in chosen:
+            location = locations[page]
+            if not chunk_start <= location.offset < location.offset \
+                    + location.compressed_page_size <= chunk_end:
+                raise ValueError("a page outside its column chunk")
+            data = self._read(location.offset, location.compressed_page_size)
+            count = starts[page + 1] - starts[page]
+            _check_page_rows(thrift, data, count)
+            if runs and runs[-1].end == starts[page]:
+                runs[-1] = _Run(runs[-1].start, starts[page + 1], runs[-1].offset)
+            else:
+                runs.append(_Run(starts[page], starts[page + 1], rows))
+            pages += data
+            rows += count
+        body = _MAGIC + prefix + pages
+        decoded = _decode_one_column(thrift, footer, chunk, len(prefix), len(body) - 4, rows,
+                                     body)
+        if len(decoded) != rows:
+            raise ValueError("the pages decoded to other row counts")
+        if decoded.type != field.type:
+            if pa.types.is_dictionary(field.type) or isinstance(field.type, pa.ExtensionType):
+                raise ValueError("a type the page file cannot give")
+            decoded = decoded.cast(field.type)
+        return _Column(field, decoded, tuple(runs))
+
+    def _whole(self, group: int, paths: list[str], rows: int) -> _Column:
+        table = self._file.read_row_group(group, columns=paths)
+        return _Column(table.schema.field(0), table.column(0), (_Run(0, rows, 0),))
+
+
+def _thrift_errors() -> type[Exception]:
+    """What thriftpy2 raises on bytes that are no struct it knows (loaded with it)."""
+    from thriftpy2.thrift import TException
+
+    return TException
+
+
+def _top_level_leaves(schema: list[Any]) -> dict[int, int]:
+    """Top-level fields that are one primitive leaf, not repeated: field index -> leaf
+    index (leaves numbered in schema order, as column chunks are)."""
+    found: dict[int, int] = {}
+    leaf = 0
+    position = 1  # schema[0] is the root
+
+    def walk(at: int) -> tuple[int, int]:
+        """(the next element after the subtree at `at`, the leaves in it)."""
+        children = schema[at].num_children or 0
+        if not children:
+            return at + 1, 1
+        nxt, leaves = at + 1, 0
+        for _ in range(children):
+            nxt, count = walk(nxt)
+            leaves += count
+        return nxt, leaves
+
+    for index in range(schema[0].num_children or 0):
+        element = schema[position]
+        after, count = walk(position)
+        thrift = parquet_thrift().module
+        if count == 1 and not element.num_children \
+                and element.repetition_type != thrift.FieldRepetitionType.REPEATED:
+            found[index] = leaf
+        leaf += count
+        position = after
+    return found
+
+
+def _check_tiling(locations: list[Any], chunk_end: int) -> None:
+    """The data pages must follow each other without a gap and end the column chunk."""
+    for page, after in itertools.pairwise(locations):
+        if page.offset + page.compressed_page_size != after.offset:
+            raise ValueError("the OffsetIndex's pages do not follow each other")
+    if locations[-1].offset + locations[-1].compressed_page_size != chunk_end:
+        raise ValueError("the OffsetIndex's pages do not end the column chunk")
+
+
+def _check_page_rows(thrift: Any, data: bytes, rows: int) -> None:
+    """The page's own header must count `rows` rows (a flat column: a value or null each)."""
+    header = thrift.decode(thrift.module.PageHeader(), data)
+    kind = header.type
+    if kind == thrift.module.PageType.DATA_PAGE:
+        counted = header.data_page_header.num_values
+    elif kind == thrift.module.PageType.DATA_PAGE_V2:
+        counted = header.data_page_header_v2.num_rows
+    else:
+        raise ValueError("not a data page")
+    if counted != rows:
+        raise ValueError("a page's header and the OffsetIndex disagree")
+
+
+def _decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: int,
+                       rows: int, body: bytes) -> pa.Array:
+    """What pyarrow decodes from `body` (the magic, a dictionary page of `prefix` bytes, data
+    pages) behind a footer for that one column."""
+    meta = copy.copy(chunk.meta_data)
+    meta.dictionary_page_offset = 4 if prefix else None
+    meta.data_page_offset = 4 + prefix
+    meta.total_compressed_size = size
+    meta.total_uncompressed_size = size
+    meta.num_values = rows
+    for name in ("statistics", "encoding_stats", "bloom_filter_offset", "bloom_filter_length",
+                 "size_statistics", "geospatial_statistics", "index_page_offset"):
+        if hasattr(meta, name):
+            setattr(meta, name, None)
+    module = thrift.module
+    leaf = copy.copy(footer.schema[_schema_position(footer.schema, chunk)])
+    root = copy.copy(footer.schema[0])
+    root.num_children = 1
+    group = module.RowGroup(columns=[module.ColumnChunk(file_offset=4, meta_data=meta)],
+                            total_byte_size=size, num_rows=rows)
+    metadata = module.FileMetaData(version=footer.version, schema=[root, leaf], num_rows=rows,
+                                   row_groups=[group], created_by=footer.created_by)
+    raw = thrift.encode(metadata)
+    import pyarrow.parquet as pq
+
+    file = bytes(body) + raw + struct.pack("<I", len(raw)) + _MAGIC
+    table = pq.ParquetFile(pa.BufferReader(file)).read()
+    return table.column(0).combine_chunks()
+
+
+def _schema_position(schema: list[Any], chunk: Any) -> int:
+    """The schema element of a top-level leaf column chunk (its path is one name)."""
+    path = chunk.meta_data.path_in_schema
+    if len(path) != 1:
+        raise ValueError("not a top-level column")
+    position = 1
+    for _ in range(schema[0].num_children or 0):
+        if schema[position].name == path[0] and not schema[position].num_children:
+            return position
+        position = _skip(schema, position)
+    raise ValueError("no such column")
+
+
+def _skip(schema: list[Any], at: int) -> int:
+    nxt = at + 1
+    for _ in range(schema[at].num_children or 0):
+        nxt = _skip(schema, nxt)
+    return nxt
+
+
+def _batches(columns: list[_Column], wanted: list[int], first: int,
+             batch_size: int) -> list[tuple[int, pa.RecordBatch]]:
+    """The rows every column holds, in runs holding a wanted row, as batches."""
+    spans = [(0, 1 << 62)]
+    for column in columns:
+        spans = _intersect(spans, [(r.start, r.end) for r in column.runs])
+    schema = pa.schema([c.field for c in columns])
+    out: list[tuple[int, pa.RecordBatch]] = []
+    for lo, hi in spans:
+        i = bisect.bisect_left(wanted, lo)
+        if i == len(wanted) or wanted[i] >= hi:
+            continue
+        for start in range(lo, hi, batch_size):
+            end = min(hi, start + batch_size)
+            arrays = [_slice(c, start, end) for c in columns]
+            out.append((first + start, pa.RecordBatch.from_arrays(arrays, schema=schema)))
+    return out
+
+
+def _slice(column: _Column, start: int, end: int) -> pa.Array:
+    run = column.runs[bisect.bisect_right([r.start for r in column.runs], start) - 1]
+    values = column.values.slice(run.offset + start - run.start, end - start)
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def read_range_of(handle: Any) -> ReadRange:
+    """How to read a range of an open file: pyarrow's `read_at`, else a seek and a read."""
+    if isinstance(handle, pa.NativeFile):
+        def read_at(offset: int, length: int) -> bytes:
+            data = handle.read_at(length, offset)  # bytes, or a Buffer for some files
+            return data if isinstance(data, bytes) else data.to_pybytes()
+
+        return read_at
+
+    def seek_and_read(offset: int, length: int) -> bytes:
+        handle.seek(offset)
+        return bytes(handle.read(length))
+
+    return seek_and_read
+
+
+def file_size_of(handle: Any) -> int:
+    """An open file's size in bytes."""
+    if isinstance(handle, pa.NativeFile):
+        return int(handle.size())
+    position = handle.tell()
+    size = int(handle.seek(0, 2))
+    handle.seek(position)
+    return size

@@ -1,0 +1,144 @@
+"""Rows named by position read from their Parquet pages (`parquet_pages`) are the rows a
+whole row group read gives, for files of many pages: dictionary and plain pages, v1 and v2
+data pages, nulls, every compression, a nested column beside flat ones, several row
+groups. Files without an OffsetIndex, and files whose index disagrees with their pages, are
+read whole. (Iceberg Java's tables: tests/test_changes_interop.py's `small_pages`.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from meltwater.planner.table.fileio import PyArrowFileIO
+from meltwater.stream.engine.decode import parquet_pages
+from meltwater.stream.engine.decode.formats import ParquetSource
+
+ROWS = 3_000
+
+
+def _table(seed: int) -> pa.Table:
+    rng = random.Random(seed)
+
+    def maybe(value):
+        return None if rng.random() < 0.1 else value
+
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    return pa.table({
+        "id": pa.array(range(ROWS), pa.int64()),
+        "i": pa.array([maybe(rng.randrange(-2**31, 2**31)) for _ in range(ROWS)], pa.int32()),
+        "s": pa.array([maybe(rng.choice(["a", "bb", "ccc", "é😀"])) for _ in range(ROWS)]),
+        "u": pa.array([maybe(f"note {rng.random()}") for _ in range(ROWS)]),
+        "d": pa.array([maybe(rng.uniform(-1, 1)) for _ in range(ROWS)], pa.float64()),
+        "dec": pa.array([maybe(Decimal(rng.randrange(-10**6, 10**6)) / 100)
+                         for _ in range(ROWS)], pa.decimal128(10, 2)),
+        "ts": pa.array([maybe(base + dt.timedelta(seconds=rng.randrange(10**6)))
+                        for _ in range(ROWS)], pa.timestamp("us", "UTC")),
+        "b": pa.array([maybe(rng.random() < 0.5) for _ in range(ROWS)]),
+        "st": pa.array([maybe({"x": rng.randrange(9), "y": "y"}) for _ in range(ROWS)],
+                       pa.struct([("x", pa.int32()), ("y", pa.string())])),
+        "l": pa.array([maybe([rng.randrange(9)] * rng.randrange(3)) for _ in range(ROWS)],
+                      pa.list_(pa.int32())),
+    })
+
+
+WRITES = {
+    "v1 pages, dictionaries, snappy": dict(data_page_version="1.0", compression="snappy"),
+    "v2 pages, zstd": dict(data_page_version="2.0", compression="zstd"),
+    "plain, no compression": dict(use_dictionary=False, compression="none"),
+    "three row groups, gzip": dict(row_group_size=1_000, compression="gzip"),
+}
+
+
+def _write(path, options: dict) -> pa.Table:
+    table = _table(len(str(path)))
+    pq.write_table(table, path, write_page_index=True, data_page_size=512,
+                   write_batch_size=50, **options)
+    return table
+
+
+def _read(path, rows: list[int], selection=None) -> dict[int, dict]:
+    """Each position's row as the source's batches give it, checked against the positions
+    the batches claim."""
+    source = ParquetSource(str(path), PyArrowFileIO())
+    selection = selection or {i: True for i in range(len(source.schema))}
+    found = {}
+    for first, batch in source.batches(selection, 128, rows=rows):
+        for offset, row in enumerate(batch.to_pylist()):
+            found[first + offset] = row
+    return found
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_rows_read_by_page_are_the_whole_reads(tmp_path, monkeypatch, write):
+    path = tmp_path / "f.parquet"
+    table = _write(path, WRITES[write])
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).has_offset_index
+    pages = []
+    original = parquet_pages.PageReader._paged
+    monkeypatch.setattr(parquet_pages.PageReader, "_paged",
+                        lambda self, *a: pages.append(1) or original(self, *a))
+    whole = table.to_pylist()
+    rng = random.Random(7)
+    for count in (1, 3, 20):
+        rows = sorted(rng.sample(range(ROWS), count))
+        found = _read(path, rows)
+        for r in rows:
+            assert found[r] == whole[r], (write, r)
+        assert all(row == whole[p] for p, row in found.items())  # every row it gave is right
+        assert len(found) < ROWS  # not the whole file
+    assert pages, "no column was read by page"
+
+
+def test_a_selection_of_columns_and_the_batch_schema_are_the_whole_reads(tmp_path):
+    path = tmp_path / "f.parquet"
+    _write(path, {})
+    source = ParquetSource(str(path), PyArrowFileIO())
+    selection = {0: True, 2: True, 8: {0: True}}  # id, s, st.x
+    (first, batch), = source.batches(selection, 10_000)
+    assert first == 0
+    paged = list(source.batches(selection, 10_000, rows=[5, 2_000]))
+    assert paged and all(b.schema == batch.schema for _, b in paged)
+    for start, part in paged:
+        assert part.to_pylist() == batch.slice(start, part.num_rows).to_pylist()
+
+
+def test_many_wanted_rows_read_the_row_group_whole(tmp_path, monkeypatch):
+    path = tmp_path / "f.parquet"
+    _write(path, {})
+    monkeypatch.setattr(parquet_pages.PageReader, "_paged",
+                        lambda *_: pytest.fail("read by page"))
+    found = _read(path, list(range(0, ROWS, 7)))
+    assert len(found) == ROWS
+
+
+def test_a_file_without_an_offset_index_is_read_whole(tmp_path):
+    path = tmp_path / "f.parquet"
+    table = _table(1)
+    pq.write_table(table, path, write_page_index=False, data_page_size=512)
+    assert _read(path, [10, 11])[10] == table.slice(10, 1).to_pylist()[0]
+
+
+def test_an_offset_index_that_disagrees_with_the_pages_is_not_trusted(tmp_path, monkeypatch):
+    """A page whose header counts other rows than its OffsetIndex entry: the row group is
+    read whole, never rows taken from the wrong positions."""
+    path = tmp_path / "f.parquet"
+    table = _write(path, {})
+    real = parquet_pages.PageReader._page_starts
+
+    def shifted(self, offsets, rows):
+        starts = real(self, offsets, rows)
+        return None if starts is None else [0] + [s + 1 for s in starts[1:-1]] + [starts[-1]]
+
+    monkeypatch.setattr(parquet_pages.PageReader, "_page_starts", shifted)
+    source = ParquetSource(str(path), PyArrowFileIO())
+    reader = source._pages = parquet_pages.PageReader(
+        parquet_pages.read_range_of(source._handle), parquet_pages.file_size_of(source._handle),
+        source._file)
+    assert reader.read(0, 0, [0, 1], lambda _: [], [1_500], 128) is None
+    found = _read(path, [1_500])
+    assert found[1_500] == table.slice(1_500, 1).to_pylist()[0]
