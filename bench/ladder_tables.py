@@ -31,7 +31,7 @@ LADDER_SOURCES = ("ladder_tables.py", "make_tables.py", "spark.py")
 class Shape:
     """One ladder table: its kind, size and history; part of the cache key."""
 
-    shape: str  # backlog, history or big
+    shape: str  # backlog, history, big or dv
     rows: int
     commits: int = 0
     keys: int = 1000
@@ -93,7 +93,8 @@ def describe_step(shape: Shape) -> str:
     """The line printed before a long generation step."""
     what = {"backlog": f"{shape.commits} upserts x {shape.keys:,} keys",
             "history": f"{shape.commits} mixed commits",
-            "big": "1% deleted, 0.1% updated"}[shape.shape]
+            "big": "1% deleted, 0.1% updated",
+            "dv": f"{shape.keys:,} rows deleted as deletion vectors"}[shape.shape]
     return (f"writing {shape.shape} table {shape.rows:,} rows, {what} with Iceberg Java "
             f"(~{max(1, round(shape.estimate_minutes()))} min, once)")
 

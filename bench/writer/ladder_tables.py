@@ -23,6 +23,9 @@ contiguous id range per write task).
   `UPDATE` of every other id of a 200-id range (position deletes + new rows).
 - `big`: then one merge-on-read `DELETE` of 1% of the rows (hashed, every data file) and
   one `UPDATE` of 0.1% (hashed; the commit whose changes the ladder reads).
+- `dv` (bench/pages.py): 2,000,000 rows a data file (one row group of 100 pages of
+  20,000 rows, Iceberg Java's defaults), upgraded to format v3, then one merge-on-read
+  `DELETE` of about --keys rows (hashed, every data file): deletion vectors.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ HISTORY_APPEND_ROWS = 500
 BIG_DELETE = "pmod(xxhash64(id, 'delete'), 100) = 0"  # 1% of the rows
 BIG_UPDATE = "pmod(xxhash64(id, 'update'), 1000) = 0"  # 0.1% of the rows
 RUNG_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
+DV_ROWS_PER_FILE = 2_000_000
 
 
 def rung_commits(commits: int) -> list[int]:
@@ -158,10 +162,10 @@ def create(spark: Any, name: str) -> None:
     spark.sql(f"ALTER TABLE {ident(name)} SET IDENTIFIER FIELDS id")
 
 
-def load(spark: Any, name: str, rows: int) -> JavaTable:
+def load(spark: Any, name: str, rows: int, rows_per_file: int = ROWS_PER_FILE) -> JavaTable:
     """The table with its first snapshot: `rows` rows in id order."""
     create(spark, name)
-    files = max(1, rows // ROWS_PER_FILE)
+    files = max(1, rows // rows_per_file)
     scan_rows(_OrderedRange(spark, files), rows).writeTo(ident(name)).append()
     return JavaTable.in_catalog(spark, name)
 
@@ -232,6 +236,18 @@ def make_big(spark: Any, rows: int) -> list[dict[str, Any]]:
     return snapshots
 
 
+def make_dv(spark: Any, rows: int, keys: int) -> list[dict[str, Any]]:
+    name = "dv"
+    table = load(spark, name, rows, DV_ROWS_PER_FILE)
+    snapshots = [table.snapshot()]
+    spark.sql(f"ALTER TABLE {ident(name)} SET TBLPROPERTIES ('format-version'='3')")
+    spark.sql(f"DELETE FROM {ident(name)} WHERE pmod(xxhash64(id, 'dv'), "
+              f"{max(1, rows // keys)}) = 0")
+    table.refresh()
+    snapshots.append(table.snapshot())
+    return snapshots
+
+
 def live_rows(spark: Any, location: str, snapshot_id: int) -> int:
     """The rows Iceberg Java reads at a snapshot (deletes applied)."""
     return (spark.read.format("iceberg").option("snapshot-id", str(snapshot_id))
@@ -242,7 +258,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--jars", required=True)
-    parser.add_argument("--shape", required=True, choices=["backlog", "history", "big"])
+    parser.add_argument("--shape", required=True, choices=["backlog", "history", "big", "dv"])
     parser.add_argument("--rows", type=int, required=True)
     parser.add_argument("--commits", type=int, default=0)
     parser.add_argument("--keys", type=int, default=1000)
@@ -255,6 +271,8 @@ def main() -> int:
         snapshots = make_backlog(spark, args.rows, args.commits, args.keys, args.seed, args.out)
     elif args.shape == "history":
         snapshots = make_history(spark, args.rows, args.commits, args.seed)
+    elif args.shape == "dv":
+        snapshots = make_dv(spark, args.rows, args.keys)
     else:
         snapshots = make_big(spark, args.rows)
     written = time.monotonic() - started
