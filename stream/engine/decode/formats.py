@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from meltwater.planner.errors import UnsupportedFeatureError
 from meltwater.planner.table.fileio import FileIO
+from meltwater.stream.engine.decode import parquet_pages
 from meltwater.stream.engine.decode.arrow_schema import (
     FIELD_ID_KEY,
 )
@@ -131,7 +132,8 @@ class ParquetSource(FileSource):
                 lo = bisect.bisect_left(rows, first)
                 hi = bisect.bisect_left(rows, first + count, lo)
                 paged = self._pages.read(group, first, fields, whole_paths, rows[lo:hi],
-                                         batch_size)
+                                         batch_size) \
+                    if count >= parquet_pages.MIN_PAGED_GROUP_ROWS else None
                 if paged is not None:
                     yield from paged
                 else:

@@ -20,8 +20,8 @@ the row group whole, as before, so this is never the reason for a wrong row):
   page's `num_rows`): an index shifted by a row shows at its ends;
 - the decoded column must hold exactly the rows of its pages, and cast to the type the
   whole read gives (else the whole read);
-- when the pages needed hold half a row group's rows or more, the row group is read whole:
-  the page reads' overhead would buy little.
+- when the pages needed hold half a row group's rows or more, or the row group holds
+  fewer than `MIN_PAGED_GROUP_ROWS` rows, it is read whole: page reads would buy little.
 
 The batches cover the runs of rows every column holds (each wanted row is in one of them)
 and begin where those runs begin; a caller checks positions, as it does for whole row
@@ -44,6 +44,11 @@ from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift
 
 # Read by page only while the pages needed hold less than this share of the row group.
 MAX_PAGED_SHARE = 0.5
+# Row groups of fewer rows are read whole, without looking at their pages: decoding one
+# takes a few milliseconds a column, which is what loading parquet.thrift (thriftpy2 parses
+# the IDL: about 60 ms, once per process) and decoding a footer would cost a small commit
+# that pages could not save.
+MIN_PAGED_GROUP_ROWS = 200_000
 # Enough of a page to decode its header (statistics make some headers long: a longer one
 # fails to decode, and that page's row group is read whole).
 _HEADER_BYTES = 16 * 1024
