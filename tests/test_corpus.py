@@ -18,7 +18,8 @@ from corpus.compare import assert_same_rows
 ROW_FIELD_ID = 2147483544  # the spec's id of the `row` column in position delete files
 SCENARIOS = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-             "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
+             "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution",
+             "small_pages"]
 
 
 def test_every_scenario_was_generated(corpus):

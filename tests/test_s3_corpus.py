@@ -10,8 +10,9 @@ PYICEBERG_CANNOT_READ and checked to still be gaps, so the list cannot go stale.
 
 Two SeaweedFS servers, because its table bucket refuses Puffin files (see corpus.s3_store):
 the session's `seaweed`, whose bucket `lake` is the REST catalog's table bucket, holds every
-scenario but v3_deletion_vectors, registered in the REST catalog; `seaweed_plain_lake`,
-whose `lake` is a plain bucket, holds all twelve, registered in a SQLite SqlCatalog.
+scenario but those with deletion vectors (v3_deletion_vectors, small_pages), registered in
+the REST catalog; `seaweed_plain_lake`, whose `lake` is a plain bucket, holds all
+thirteen, registered in a SQLite SqlCatalog.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages"]
 
 # What pyiceberg 0.12 refuses to read, by scenario: the ValueError it raises at the snapshots
 # that need it. Every other snapshot of these scenarios, and every snapshot of the rest, it
@@ -49,12 +50,14 @@ ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_globa
 PYICEBERG_CANNOT_READ = {
     "equality_deletes": "does not yet support equality deletes",
     "equality_global": "does not yet support equality deletes",
+    "small_pages": "does not yet support equality deletes",
     "file_formats": "(Unsupported file format|Delete file format not supported): "
                     "FileFormat.AVRO",
 }
 
-# The one scenario SeaweedFS's table bucket refuses: its deletion vectors are Puffin files.
-TABLE_BUCKET_REFUSES = {"v3_deletion_vectors": r"\.puffin.*ACCESS_DENIED"}
+# The scenarios SeaweedFS's table bucket refuses: their deletion vectors are Puffin files.
+TABLE_BUCKET_REFUSES = {"v3_deletion_vectors": r"\.puffin.*ACCESS_DENIED",
+                        "small_pages": r"\.puffin.*ACCESS_DENIED"}
 
 LOCATION_LIKE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:/|/)")
 

@@ -41,7 +41,8 @@ from meltwater.stream.watch.stream_offsets import StreamOffset
 
 SCENARIOS = ("mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-             "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution")
+             "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution",
+             "small_pages")
 PAIRING = {"compute-updates": "true", "identifier-columns": "id"}
 # (scenario, mode): plain, pairing by `id`, and pairing by the table's own keys where it
 # has them (identifier fields; v3 row lineage).
