@@ -21,7 +21,7 @@ import struct
 from typing import Any
 
 from meltwater.output.errors import ParquetFooterError
-from meltwater.stream.engine.decode.parquet_thrift import DEFINITION, ParquetThrift
+from meltwater.stream.engine.decode.parquet_thrift import DEFINITION
 from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift as load_parquet_thrift
 
 MAGIC = b"PAR1"
@@ -35,13 +35,9 @@ _COLUMN_META_DATA_OFFSETS = ("data_page_offset", "index_page_offset",
                              "dictionary_page_offset", "bloom_filter_offset")
 
 
-def _thrift() -> ParquetThrift:
-    return load_parquet_thrift()
-
-
-def parquet_thrift() -> Any:
+def parquetload_parquet_thrift() -> Any:
     """parquet.thrift as a module of Thrift structs (`FileMetaData`, `RowGroup`, ...)."""
-    return _thrift().module
+    return load_parquet_thrift().module
 
 
 def split_parquet(data: Any) -> tuple[memoryview, Any]:
@@ -55,7 +51,7 @@ def split_parquet(data: Any) -> tuple[memoryview, Any]:
     if start < len(MAGIC):
         raise ParquetFooterError(f"Parquet footer length {length} is longer than the file")
     raw = bytes(view[start:-8])
-    thrift = _thrift()
+    thrift = load_parquet_thrift()
     footer = thrift.decode(thrift.module.FileMetaData(), raw)
     if thrift.encode(footer) != raw:
         raise ParquetFooterError(
@@ -66,7 +62,7 @@ def split_parquet(data: Any) -> tuple[memoryview, Any]:
 
 def footer_bytes(footer: Any) -> bytes:
     """The end of a Parquet file: `footer` encoded, its length and the magic."""
-    raw = _thrift().encode(footer)
+    raw = load_parquet_thrift().encode(footer)
     return raw + _LENGTH.pack(len(raw)) + MAGIC
 
 
@@ -74,7 +70,7 @@ def dictionary_abandoned(meta_data: Any) -> bool:
     """Whether the writer of a column chunk (its `ColumnMetaData`) began with a dictionary
     and fell back to plain pages: its dictionary outgrew the writer's limit. Known from
     the page encoding counts, when the writer kept them (pyarrow does)."""
-    thrift = parquet_thrift()
+    thrift = parquetload_parquet_thrift()
     stats = meta_data.encoding_stats or []
     data_pages = (thrift.PageType.DATA_PAGE, thrift.PageType.DATA_PAGE_V2)
     return (any(s.page_type == thrift.PageType.DICTIONARY_PAGE for s in stats)

@@ -116,7 +116,13 @@ class ParquetSource(FileSource):
     def _by_page(self, selection: Selection, batch_size: int,
                  runs: list[tuple[int, list[int]]], rows: Sequence[int],
                  ) -> Iterator[tuple[int, pa.RecordBatch]]:
-        """Each row group of `runs` by page where `PageReader` can, else whole."""
+        """Each row group of `runs` by page where `PageReader` can, else whole; runs of
+        row groups too small to look at (`MIN_PAGED_GROUP_ROWS`) are read as before."""
+        metadata = self._file.metadata
+        if all(metadata.row_group(g).num_rows < parquet_pages.MIN_PAGED_GROUP_ROWS
+               for _, groups in runs for g in groups):
+            yield from self._whole_groups(selection, batch_size, runs)
+            return
         if self._pages is None:
             self._pages = PageReader(read_range_of(self._handle), file_size_of(self._handle),
                                      self._file)
@@ -125,7 +131,6 @@ class ParquetSource(FileSource):
         def whole_paths(index: int) -> list[str]:
             return parquet_leaf_paths(self._file, self.schema, {index: selection[index]})
 
-        metadata = self._file.metadata
         for first, groups in runs:
             for group in groups:
                 count = metadata.row_group(group).num_rows

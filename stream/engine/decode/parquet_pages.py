@@ -262,12 +262,11 @@ def _top_level_leaves(schema: list[Any]) -> dict[int, int]:
             leaves += count
         return nxt, leaves
 
+    repeated = parquet_thrift().module.FieldRepetitionType.REPEATED
     for index in range(schema[0].num_children or 0):
         element = schema[position]
         after, count = walk(position)
-        thrift = parquet_thrift().module
-        if count == 1 and not element.num_children \
-                and element.repetition_type != thrift.FieldRepetitionType.REPEATED:
+        if count == 1 and not element.num_children and element.repetition_type != repeated:
             found[index] = leaf
         leaf += count
         position = after
