@@ -14,6 +14,11 @@ class CorruptDeleteFileError(UnreadableFileError):
     """A delete file (position, equality or deletion vector) is truncated or malformed."""
 
 
+class KeyIndexDamagedError(MeltwaterError):
+    """A key index's segment is not what its catalog says (missing, truncated, altered). The
+    index is a cache: its readers treat what is damaged as absent and rebuild it."""
+
+
 class ChangeOptionError(MeltwaterError):
     """A change-read option is invalid (unknown value, contradictory choices)."""
 

@@ -1,0 +1,223 @@
+"""A table's key index: key -> (data file, row position), kept on local disk across reads.
+
+An upsert commit's equality deletes name keys; the rows they replaced are wherever older
+data files hold those keys. Without an index a change read decodes the key column of every
+older data file to find them: a pass over the table per commit. With one, each data file's
+keys are sorted once into a run (`key_runs`) kept on disk (`index_store`), and a commit's
+keys are looked up in each run by binary search, so a commit costs its keys.
+
+The index is per data file, and a data file never changes, so an entry is right for as long
+as its file exists. What the table looks like at the snapshot read (which files are live,
+which rows deletes removed) is not in the index: the reader asks about the files the planner
+found live (`lookup(files)`) and judges the liveness of the rows found. That is why the
+index follows compaction, position-delete rewrites, expiry, rollback and branch switches
+without being told: files it has never seen are reported missing and the reader reads their
+keys and adds them (`add`); files the table no longer has are never asked about, and leave
+the index as the least recently used once it outgrows its bound (`max_bytes`).
+
+`key_index(root, table_uuid, field_id, key_type)` gives each index one object per process,
+so a stream or the service opens and checks each segment once, not once a micro-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from meltwater.planner.spec.files import DataFile
+from meltwater.stream.engine.keys.index_store import (
+    Catalog,
+    IndexStore,
+    RunEntry,
+)
+from meltwater.stream.engine.keys.key_runs import find
+from meltwater.stream.errors import KeyIndexDamagedError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INDEX_BYTES = 8 * 1024**3  # the bound on one index's segments on disk
+MERGE_BELOW = 0.5  # a segment whose named runs hold less than this share of it is rewritten
+
+
+@dataclass(frozen=True)
+class IndexHits:
+    """What a lookup found: for each data file the index covers, the positions (ascending)
+    of its rows holding a looked-up key, and those keys; and the files it does not cover."""
+
+    found: dict[str, tuple[pa.Array, pa.Array]]
+    missing: tuple[DataFile, ...]
+
+
+class KeyIndex:
+    """One table's index of one key field (of one Arrow type); thread-safe."""
+
+    def __init__(self, store: IndexStore, max_bytes: int = DEFAULT_INDEX_BYTES) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self.damaged = 0  # runs found damaged (then treated as missing), for tests and stats
+        self.files_found = 0  # files a lookup answered for, and those it reported missing
+        self.files_missing = 0
+
+    def lookup(self, files: Sequence[DataFile], needles: pa.Array) -> IndexHits:
+        """The rows of `files` whose key is one of `needles` (distinct, sorted, no nulls,
+        of the index's key type), for the files the index covers; the others as missing."""
+        found: dict[str, tuple[pa.Array, pa.Array]] = {}
+        missing: list[DataFile] = []
+        with self._lock:
+            catalog = self.store.catalog()
+            for file in files:
+                run = self._run(catalog, file)
+                if run is None:
+                    missing.append(file)
+                else:
+                    found[file.file_path] = find(run, needles)
+            self.files_found += len(found)
+            self.files_missing += len(missing)
+        return IndexHits(found, tuple(missing))
+
+    def _run(self, catalog: Catalog, file: DataFile) -> pa.RecordBatch | None:
+        entry = catalog.files.get(file.file_path)
+        if entry is None or not _describes(entry, file):
+            return None
+        try:
+            return self.store.run(entry, catalog)
+        except KeyIndexDamagedError as error:
+            self.damaged += 1
+            log.warning("key index %s: %s; re-indexing %s", self.store.directory, error,
+                        file.file_path)
+            return None
+
+    def add(self, runs: Mapping[str, tuple[DataFile, pa.RecordBatch]],
+            used: Sequence[str] = ()) -> None:
+        """Add the runs of data files (path -> (file, run)) in one new segment, and mark
+        the files in `used` as just used. Beyond `max_bytes` the least recently used runs
+        leave the index; segments mostly unnamed are rewritten. A run whose segment turns
+        out damaged is left out, to be read again."""
+        with self._lock, self.store.locked() as current:
+            generation = current.generation + 1
+            files = {path: entry for path, entry in current.files.items()
+                     if self._readable(current, entry)}
+            for path in used:
+                entry = files.get(path)
+                if entry is not None:
+                    files[path] = _used(entry, generation)
+            files = _within(files, current, self.max_bytes
+                            - sum(run.nbytes for _, run in runs.values()))
+            carried = _carried(files, current)
+            batches = [run for _, run in runs.values()]
+            batches += [self.store.run(files[path], current) for path in carried]
+            catalog = Catalog(current.identity, generation,
+                              {name: current.segments[name]
+                               for name in {e.segment for e in files.values()}},
+                              files)
+            if batches:
+                name, segment = self.store.write_segment(batches)
+                catalog.segments[name] = segment
+                sources = [file for file, _ in runs.values()]
+                for i, file in enumerate(sources):
+                    catalog.files[file.file_path] = RunEntry(
+                        name, i, file.record_count, file.file_size_in_bytes, generation)
+                for j, path in enumerate(carried, start=len(sources)):
+                    catalog.files[path] = _moved(files[path], name, j)
+                catalog.segments = {n: s for n, s in catalog.segments.items()
+                                    if any(e.segment == n for e in catalog.files.values())}
+            self.store.commit(catalog)
+
+    def _readable(self, catalog: Catalog, entry: RunEntry) -> bool:
+        try:
+            self.store.run(entry, catalog)
+        except KeyIndexDamagedError as error:
+            self.damaged += 1
+            log.warning("key index %s: %s; dropping its runs", self.store.directory, error)
+            return False
+        return True
+
+
+def _describes(entry: RunEntry, file: DataFile) -> bool:
+    """Whether an entry was built from this data file (a path reused for another file,
+    as a table re-created in place might, has another size or row count)."""
+    return entry.rows == file.record_count and entry.file_bytes == file.file_size_in_bytes
+
+
+def _used(entry: RunEntry, generation: int) -> RunEntry:
+    return RunEntry(entry.segment, entry.batch, entry.rows, entry.file_bytes, generation)
+
+
+def _moved(entry: RunEntry, segment: str, batch: int) -> RunEntry:
+    return RunEntry(segment, batch, entry.rows, entry.file_bytes, entry.used)
+
+
+def _within(files: dict[str, RunEntry], catalog: Catalog, budget: int
+            ) -> dict[str, RunEntry]:
+    """The entries kept under `budget` bytes, the most recently used first (a run's bytes
+    counted as its share of its segment's)."""
+    def size(entry: RunEntry) -> int:
+        segment = catalog.segments[entry.segment]
+        return segment.bytes * entry.rows // max(segment.rows, 1)
+
+    kept: dict[str, RunEntry] = {}
+    for path, entry in sorted(files.items(), key=lambda item: -item[1].used):
+        budget -= size(entry)
+        if budget < 0:
+            break
+        kept[path] = entry
+    return kept
+
+
+def _carried(files: dict[str, RunEntry], catalog: Catalog) -> list[str]:
+    """The files whose runs move into the new segment: those of segments whose named runs
+    hold less than `MERGE_BELOW` of their rows."""
+    named: dict[str, int] = {}
+    for entry in files.values():
+        named[entry.segment] = named.get(entry.segment, 0) + entry.rows
+    sparse = {name for name, rows in named.items()
+              if rows < MERGE_BELOW * catalog.segments[name].rows}
+    return sorted(path for path, entry in files.items() if entry.segment in sparse)
+
+
+def default_index_root() -> Path:
+    """Where key indexes are kept unless a reader is told: $MELTWATER_KEY_INDEX_DIR, else
+    `key-index/` under meltwater's cache ($MELTWATER_CACHE, else ~/.cache/meltwater)."""
+    given = os.environ.get("MELTWATER_KEY_INDEX_DIR")
+    if given:
+        return Path(given)
+    cache = os.environ.get("MELTWATER_CACHE")
+    return (Path(cache) if cache else Path.home() / ".cache" / "meltwater") / "key-index"
+
+
+_indexes: dict[Path, KeyIndex] = {}
+_indexes_lock = threading.Lock()
+
+
+def key_index(root: Path, table_uuid: str, field_id: int, key_type: pa.DataType) -> KeyIndex:
+    """The process's index of a table's key field under `root` (one directory an index:
+    `root/<table uuid>/<field id>-<key type>`)."""
+    kind = str(key_type).replace("[", "-").replace("]", "").replace(",", "").replace(" ", "")
+    directory = root / table_uuid / f"{field_id}-{kind}"
+    with _indexes_lock:
+        index = _indexes.get(directory)
+        if index is None:
+            identity: dict[str, object] = {"table": table_uuid, "field_id": field_id,
+                                           "key_type": str(key_type)}
+            index = _indexes[directory] = KeyIndex(IndexStore(directory, identity))
+        return index
+
+
+@dataclass(frozen=True)
+class TableIndexes:
+    """Where one table's key indexes live: what a reader is given to use them (picklable,
+    so Spark partitions carry it to executors, which open the same directory)."""
+
+    root: Path
+    table_uuid: str
+
+    def index(self, field_id: int, key_type: pa.DataType) -> KeyIndex:
+        """The index of one key field, read as `key_type`."""
+        return key_index(self.root, self.table_uuid, field_id, key_type)

@@ -1,0 +1,212 @@
+"""The key index on its own: runs find exactly the positions holding each key; the index
+reports files it does not cover (never added, another file at the same path, a damaged
+or missing segment, a catalog of another table or unreadable) instead of answering for
+them; a writer killed between writing a segment and its catalog leaves an index that is
+used correctly; and the bound in bytes evicts the least recently used runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from meltwater.planner.spec.files import DataFile, FileContent
+from meltwater.stream.engine.keys import index_store
+from meltwater.stream.engine.keys.index_store import IndexStore
+from meltwater.stream.engine.keys.key_index import KeyIndex
+from meltwater.stream.engine.keys.key_runs import find, indexable, sorted_run
+
+IDENTITY = {"table": "t-1", "field_id": 1, "key_type": "int64"}
+
+
+def _file(path: str, rows: int, size: int = 1000) -> DataFile:
+    return DataFile(content=FileContent.DATA, file_path=path, file_format="PARQUET",
+                    spec_id=0, partition=(), record_count=rows, file_size_in_bytes=size)
+
+
+def _expected(keys: list[int | None], needles: list[int]) -> list[tuple[int, int]]:
+    wanted = set(needles)
+    return [(pos, key) for pos, key in enumerate(keys) if key in wanted]
+
+
+def _found(run: pa.RecordBatch, needles: list[int]) -> list[tuple[int, int]]:
+    positions, keys = find(run, pa.array(sorted(set(needles)), run.schema.field(0).type))
+    return list(zip(positions.to_pylist(), keys.to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_run_finds_every_position_holding_a_key_and_no_other(seed):
+    rng = random.Random(seed)
+    keys = [None if rng.random() < 0.05 else rng.randrange(50) for _ in range(400)]
+    run = sorted_run(pa.array(keys, pa.int64()))
+    assert run.num_rows == sum(k is not None for k in keys)  # null keys left out
+    needles = rng.sample(range(60), 12)
+    assert _found(run, needles) == _expected(keys, needles)
+
+
+def test_runs_of_strings_and_timestamps():
+    words = ["b", "a", "c", "a", "zz", ""]
+    assert _found(sorted_run(pa.array(words)), []) == []
+    positions, keys = find(sorted_run(pa.array(words)), pa.array(["", "a", "q"]))
+    assert positions.to_pylist() == [1, 3, 5] and keys.to_pylist() == ["a", "a", ""]
+    stamps = pa.array([3, 1, 2], pa.timestamp("us"))
+    positions, _ = find(sorted_run(stamps), pa.array([2], pa.timestamp("us")))
+    assert positions.to_pylist() == [2]
+    assert not indexable(pa.float64()) and indexable(pa.int32()) and indexable(pa.string())
+
+
+def _index(directory: Path, **kwargs) -> KeyIndex:
+    return KeyIndex(IndexStore(directory, dict(IDENTITY)), **kwargs)
+
+
+def _add(index: KeyIndex, files: dict[str, list[int]]) -> list[DataFile]:
+    data = [_file(path, len(keys)) for path, keys in files.items()]
+    index.add({f.file_path: (f, sorted_run(pa.array(keys, pa.int64())))
+               for f, keys in zip(data, files.values(), strict=True)})
+    return data
+
+
+def _lookup(index: KeyIndex, files: list[DataFile], needles: list[int]):
+    hits = index.lookup(files, pa.array(sorted(needles), pa.int64()))
+    found = {path: list(zip(p.to_pylist(), k.to_pylist(), strict=True))
+             for path, (p, k) in hits.found.items()}
+    return found, [f.file_path for f in hits.missing]
+
+
+def test_lookups_answer_for_the_files_added_and_report_the_rest(tmp_path):
+    index = _index(tmp_path)
+    a, b = _add(index, {"a.parquet": [5, 1, 5, 9], "b.parquet": [2, 9]})
+    c = _file("c.parquet", 3)
+    found, missing = _lookup(index, [a, b, c], [5, 9])
+    assert found == {"a.parquet": [(0, 5), (2, 5), (3, 9)], "b.parquet": [(1, 9)]}
+    assert missing == ["c.parquet"]
+    # another process (a second command) reads the same answers from disk
+    found_again, _ = _lookup(_index(tmp_path), [a, b], [5, 9])
+    assert found_again == found
+    # a file of another size or row count at a known path is not the file indexed
+    assert _lookup(index, [_file("a.parquet", 4, size=999)], [5])[1] == ["a.parquet"]
+    assert _lookup(index, [_file("a.parquet", 5)], [5])[1] == ["a.parquet"]
+
+
+def test_added_runs_accumulate_and_sparse_segments_are_rewritten(tmp_path):
+    index = _index(tmp_path)
+    a, = _add(index, {"a.parquet": list(range(100))})
+    b, = _add(index, {"b.parquet": [7, 7]})
+    catalog = index.store.catalog()
+    assert catalog.files["a.parquet"].segment != catalog.files["b.parquet"].segment
+    found, missing = _lookup(index, [a, b], [7])
+    assert found == {"a.parquet": [(7, 7)], "b.parquet": [(0, 7), (1, 7)]} and not missing
+    assert sorted(p.name for p in tmp_path.glob("seg-*")) == sorted(catalog.segments)
+
+
+def test_a_damaged_segment_is_detected_and_its_files_are_re_indexed(tmp_path):
+    index = _index(tmp_path)
+    a, = _add(index, {"a.parquet": [3, 1, 2]})
+    segment = tmp_path / index.store.catalog().files["a.parquet"].segment
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped bit in the middle: sizes still agree
+    segment.write_bytes(bytes(data))
+    fresh = _index(tmp_path)  # a new process: nothing verified yet
+    found, missing = _lookup(fresh, [a], [2])
+    assert found == {} and missing == ["a.parquet"] and fresh.damaged == 1
+    _add(fresh, {"a.parquet": [3, 1, 2]})  # the reader re-indexes what was missing
+    assert _lookup(_index(tmp_path), [a], [2]) == ({"a.parquet": [(2, 2)]}, [])
+    segment.unlink(missing_ok=True)  # the damaged segment went with its last run
+    assert len(list(tmp_path.glob("seg-*"))) == 1
+
+
+def test_a_truncated_or_missing_segment_is_missing_not_wrong(tmp_path):
+    a, = _add(_index(tmp_path), {"a.parquet": [4, 4]})
+    segment = next(tmp_path.glob("seg-*"))
+    segment.write_bytes(segment.read_bytes()[:-8])
+    assert _lookup(_index(tmp_path), [a], [4]) == ({}, ["a.parquet"])
+    segment.unlink()
+    assert _lookup(_index(tmp_path), [a], [4]) == ({}, ["a.parquet"])
+
+
+@pytest.mark.parametrize("catalog", [
+    "{not json",
+    json.dumps({"format": 99}),
+    "identity of another table",
+    "segment not listed",
+])
+def test_an_unusable_or_foreign_catalog_is_an_empty_index(tmp_path, catalog, caplog):
+    a, = _add(_index(tmp_path), {"a.parquet": [1]})
+    path = tmp_path / index_store.CATALOG
+    data = json.loads(path.read_text())
+    if catalog == "identity of another table":
+        data["identity"]["table"] = "t-2"
+        text = json.dumps(data)
+    elif catalog == "segment not listed":
+        data["segments"] = {}
+        text = json.dumps(data)
+    else:
+        text = catalog
+    path.write_text(text)
+    assert _lookup(_index(tmp_path), [a], [1]) == ({}, ["a.parquet"])
+    assert "catalog unusable" in caplog.text
+    fresh = _index(tmp_path)
+    _add(fresh, {"a.parquet": [1]})  # rebuilt from what the reader read again
+    assert _lookup(_index(tmp_path), [a], [1]) == ({"a.parquet": [(0, 1)]}, [])
+
+
+def test_the_bound_evicts_the_least_recently_used_runs(tmp_path):
+    index = _index(tmp_path)
+    a, = _add(index, {"a.parquet": list(range(1000))})
+    size = index.store.catalog().nbytes
+    index.max_bytes = int(size * 2.5)  # room for two runs of this size, not three
+    b, = _add(index, {"b.parquet": list(range(1000))})
+    assert set(index.store.catalog().files) == {"a.parquet", "b.parquet"}
+    index.add({}, used=["a.parquet"])  # a used again: b is now the least recent
+    c, = _add(index, {"c.parquet": list(range(1000))})
+    assert set(index.store.catalog().files) == {"a.parquet", "c.parquet"}
+    assert index.store.catalog().nbytes <= index.max_bytes
+    assert _lookup(index, [a, b, c], [3])[1] == ["b.parquet"]
+
+
+def test_a_writer_killed_before_its_catalog_leaves_the_old_index_usable(tmp_path):
+    """kill -9 between the new segment's rename and the catalog's: the next reader sees
+    the old catalog (the new file's run missing, read again), and the next writer removes
+    the orphaned segment."""
+    a, = _add(_index(tmp_path), {"a.parquet": [1, 2]})
+    script = textwrap.dedent(f"""
+        import os, signal
+        import pyarrow as pa
+        from meltwater.planner.spec.files import DataFile, FileContent
+        from meltwater.stream.engine.keys import index_store
+        from meltwater.stream.engine.keys.index_store import IndexStore
+        from meltwater.stream.engine.keys.key_index import KeyIndex
+        from meltwater.stream.engine.keys.key_runs import sorted_run
+
+        replace = os.replace
+        def dying(source, target):
+            if str(target).endswith(index_store.CATALOG):
+                os.kill(os.getpid(), signal.SIGKILL)
+            replace(source, target)
+        index_store.os.replace = dying
+        index = KeyIndex(IndexStore(__import__("pathlib").Path({str(tmp_path)!r}),
+                                    {IDENTITY!r}))
+        b = DataFile(content=FileContent.DATA, file_path="b.parquet", file_format="PARQUET",
+                     spec_id=0, partition=(), record_count=2, file_size_in_bytes=1000)
+        index.add({{"b.parquet": (b, sorted_run(pa.array([2, 3], pa.int64())))}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert len(list(tmp_path.glob("seg-*"))) == 2  # the new segment, named by no catalog
+    b = _file("b.parquet", 2)
+    assert _lookup(_index(tmp_path), [a, b], [2]) == ({"a.parquet": [(1, 2)]}, ["b.parquet"])
+    _add(_index(tmp_path), {"b.parquet": [2, 3]})
+    assert _lookup(_index(tmp_path), [a, b], [2]) == (
+        {"a.parquet": [(1, 2)], "b.parquet": [(0, 2)]}, [])
+    named = set(_index(tmp_path).store.catalog().segments)
+    assert {p.name for p in tmp_path.glob("seg-*")} == named
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert os.environ.get("MELTWATER_KEY_INDEX_DIR")  # the suite keeps indexes apart
