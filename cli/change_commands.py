@@ -73,6 +73,14 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="what DELETE and UPDATE_BEFORE rows carry: the whole row "
                               "(default) or its identifier columns only, the rest null "
                               "(enough to apply changes by key, and not read whole)")
+    index = changes.add_mutually_exclusive_group()
+    index.add_argument("--key-index-dir", metavar="DIR",
+                       help="where the table's key index is kept, so upsert commits find "
+                            "the rows they replaced by lookups and the next command starts "
+                            "warm (default: $MELTWATER_KEY_INDEX_DIR, else key-index/ under "
+                            "$MELTWATER_CACHE or ~/.cache/meltwater)")
+    index.add_argument("--no-key-index", action="store_true",
+                       help="keep no key index: find replaced rows by reading key columns")
     changes.add_argument("--skip-expired", action="store_true",
                          help="skip expired history with a warning instead of failing")
     changes.add_argument("--filter", metavar="EXPR",

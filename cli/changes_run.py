@@ -19,6 +19,7 @@ from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.engine.changes.change_feed import change_feed
 from meltwater.stream.engine.changes.change_schema import RowOptions
 from meltwater.stream.engine.decode.batch_size import limited
+from meltwater.stream.engine.keys.key_index import default_index_root
 
 
 def _ms(text: str | None, option: str) -> int | None:
@@ -59,7 +60,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
     """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
-    feed = change_feed(load_table(table_source_of(args)), range_request(args), row_options(args))
+    feed = change_feed(load_table(table_source_of(args)), range_request(args), row_options(args),
+                       key_index_dir=None if args.no_key_index
+                       else args.key_index_dir or default_index_root())
     reader = feed.reader()
     if args.limit is not None:
         reader = pa.RecordBatchReader.from_batches(reader.schema, limited(reader, args.limit))

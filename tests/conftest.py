@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import itertools
+import os
 import tempfile
 from pathlib import Path
 
@@ -52,9 +53,18 @@ FIXTURE_MARKS = {
 pytest_plugins = ["object_store_fixtures"]
 
 
+_key_indexes: tempfile.TemporaryDirectory[str] | None = None
+
+
 def pytest_configure(config):
-    """`announce` (the fixtures' lines about long set-up steps) writes to this run's terminal."""
+    """`announce` (the fixtures' lines about long set-up steps) writes to this run's terminal.
+    The key indexes commands keep by default (under the user's cache) go to a directory of
+    this run's instead, removed after it (and by each process the tests start: they
+    inherit the variable)."""
+    global _key_indexes
     setup_steps.use(config)
+    _key_indexes = tempfile.TemporaryDirectory(prefix="meltwater-key-index-")
+    os.environ["MELTWATER_KEY_INDEX_DIR"] = _key_indexes.name
 
 
 def pytest_unconfigure():
@@ -62,6 +72,8 @@ def pytest_unconfigure():
     failed tests only (`tmp_path_retention_policy`, pyproject.toml), so after a run that
     failed nothing, its per-user root is empty and is removed too. Under pytest-xdist each
     worker tries first and the controller, last to finish, succeeds."""
+    if _key_indexes is not None:
+        _key_indexes.cleanup()
     with contextlib.suppress(OSError, KeyError):
         (Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}").rmdir()
 

@@ -10,6 +10,7 @@ The top room of the engine, above `scans`.
 - `change_columns`: the change metadata columns, and how a commit's rows get them;
 - `delete_payloads`: change rows read from position delete files' `row` payloads;
 - `equality_changes`: the rows a commit's equality deletes change, found by key;
+- `indexed_keys`: those rows found through the table's key index, where it serves;
 - `equality_liveness`: the lookups deciding those rows' liveness, by the read's scope;
 - `changed_keys`: the changed deletes' key sets, and rows matched to them;
 - `key_shares`: one share of a commit's changed keys, for reading it on several executors;

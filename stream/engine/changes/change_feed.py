@@ -13,8 +13,10 @@ afterwards, so selecting columns never turns a real change into a carry-over.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -63,6 +65,8 @@ class ChangeFeed:
     options: ChangeOptions
     appends_only: bool = False
     stats: PlanStats = field(default_factory=PlanStats)
+    # where the table's key indexes are kept (`meltwater.stream.engine.keys`); None: none
+    key_index_dir: Path | None = None
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -95,6 +99,11 @@ class ChangeFeed:
         planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
         names = [f.name for f in self._selected().fields] + list(METADATA_COLUMNS)
         loader = DeleteLoader(self.table.io)
+        uuid = self.table.metadata.table_uuid
+        if self.key_index_dir is not None and uuid:  # a v1 table may have no uuid: no index
+            from meltwater.stream.engine.keys.key_index import TableIndexes
+
+            loader.key_indexes = TableIndexes(self.key_index_dir, uuid)
         if self.nets_by_state:
             net = planner.plan_net(self.change_range)
             batches = (iter(()) if net is None else reconstruct_net(
@@ -153,7 +162,8 @@ def range_request(*, from_snapshot_id: int | None = None, from_sequence: int | N
 
 
 def change_feed(table: Table | TableSource | str, request: RangeRequest | None = None,
-                rows: RowOptions | None = None, *, io: FileIO | None = None) -> ChangeFeed:
+                rows: RowOptions | None = None, *, io: FileIO | None = None,
+                key_index_dir: str | os.PathLike[str] | None = None) -> ChangeFeed:
     """Plan a change read: the range (default: the whole retained history up to the current
     snapshot) and the row-level options (default: every row and column, updates paired
     when the table has identifier fields); see `changes`."""
@@ -180,7 +190,8 @@ def change_feed(table: Table | TableSource | str, request: RangeRequest | None =
     columns = list(rows.columns) if rows.columns is not None else None
     if columns is not None:
         schema.select(columns)  # fails early, naming an unknown column
-    return ChangeFeed(loaded, change_range, schema, bound, columns, options, rows.appends_only)
+    return ChangeFeed(loaded, change_range, schema, bound, columns, options, rows.appends_only,
+                      key_index_dir=None if key_index_dir is None else Path(key_index_dir))
 
 
 def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = None,
@@ -195,7 +206,7 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
             equality_deletes: EqualityDeletes | str = EqualityDeletes.RESOLVE,
             change_type_names: ChangeTypeNames | str = ChangeTypeNames.ICEBERG,
             before_images: BeforeImages | str = BeforeImages.FULL,
-            io: FileIO | None = None,
+            io: FileIO | None = None, key_index_dir: str | os.PathLike[str] | None = None,
             batch_size: int = DEFAULT_BATCH_SIZE) -> pa.RecordBatchReader:
     """The changes of a table between two snapshots, as a stream of Arrow batches.
 
@@ -214,7 +225,9 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
     ("resolve", or "trust-payload" to emit full-row equality deletes as-is);
     `change_type_names` ("iceberg" or "delta"); `before_images` ("full", or "key": rows
     that left carry their identifier columns only, the rest null, which spares reading
-    them whole; carry-over is then kept); `skip_expired`.
+    them whole; carry-over is then kept); `skip_expired`; `key_index_dir` (a local
+    directory where the table's key index is kept and reused: an upsert commit then finds
+    the rows it replaced by lookups instead of reading every older file's keys).
 
     Example::
 
@@ -235,4 +248,5 @@ def changes(table: Table | TableSource | str, *, from_snapshot_id: int | None = 
                                                     "change type names"),
                       before_images=change_mode(BeforeImages, before_images,
                                                 "before-images mode"))
-    return change_feed(table, request, rows, io=io).reader(batch_size)
+    return change_feed(table, request, rows, io=io,
+                       key_index_dir=key_index_dir).reader(batch_size)

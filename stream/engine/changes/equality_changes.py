@@ -39,13 +39,18 @@ from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import DELETE, INSERT
 from meltwater.stream.engine.changes.changed_keys import aliased, key_sets, positional_deaths
 from meltwater.stream.engine.changes.equality_liveness import EqualityLiveness
+from meltwater.stream.engine.changes.indexed_keys import ADD_EVERY_ROWS, indexed_keys
 from meltwater.stream.engine.changes.key_shares import KeyShare
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.remote_reads import each_in_order
 from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
 from meltwater.stream.engine.deletes.key_columns import key_names, key_table
 from meltwater.stream.engine.deletes.loader import DeleteLoader
+from meltwater.stream.engine.keys.key_index import IndexHits
 from meltwater.stream.engine.scans.reader import read_rows_at
+
+# a reached file some row of which changed: (file, positions leaving, positions arriving)
+FileChanges = tuple[DataFileRef, pa.Array, pa.Array]
 
 
 class EqualityRows:
@@ -105,17 +110,17 @@ class EqualityRows:
 
     # -- liveness -------------------------------------------------------------------------
 
-    def changed_rows(self, ref: DataFileRef, positions: pa.Array, keys: pa.Table,
+    def changed_rows(self, ref: DataFileRef, positions: pa.Array, keys_at: pa.Table,
                      positional_before: pa.Array | None, positional_after: pa.Array | None
                      ) -> tuple[pa.Array, pa.Array]:
-        """Of the rows at `positions` (their keys `keys`; rows `matching` found), those
-        live before and not after the commit, and those live after and not before:
-        position arrays. `positional_*` are the positions the position deletes and DVs
-        delete, before and after."""
+        """Of the rows at `positions` (rows `matching` or the key index found; `keys_at`
+        their key columns, row for row), those live before and not after the commit, and
+        those live after and not before: position arrays. `positional_*` are the
+        positions the position deletes and DVs delete, before and after."""
         if len(positions) == 0:
             empty = pa.array([], pa.int64())
             return empty, empty
-        batch = aliased(keys.take(positions), self.names)
+        batch = aliased(keys_at, self.names)
         before, after = self.liveness.for_changed_rows()
         live_before = self._live(batch, ref, positions, before, positional_before)
         live_after = self._live(batch, ref, positions, after, positional_after)
@@ -175,20 +180,7 @@ class EqualityRows:
         reached = [ref for ref in task.candidates if self.change.changed_for(ref)]
         if not reached:
             return
-        self.key_columns(reached[0])  # learns the key types the lookups are built with
-        self.liveness.for_changed_rows()
-
-        def resolve(ref: DataFileRef) -> tuple[DataFileRef, pa.Array, pa.Array] | None:
-            keys = self.key_columns(ref)
-            positions = self.matching(keys)
-            if len(positions) == 0:
-                return None
-            deleted = self._positional(task, ref)
-            left, arrived = self.changed_rows(ref, positions, keys, deleted, deleted)
-            return ref, left, arrived
-
-        changed = [found for found in each_in_order(reached, resolve, ahead=len(reached))
-                   if found is not None]
+        changed = self._resolved(task, reached)
 
         leaving = [(ref, left) for ref, left, _ in changed if len(left)]
         arriving = [(ref, arrived) for ref, _, arrived in changed if len(arrived)]
@@ -213,6 +205,57 @@ class EqualityRows:
                     yield (change_type, batch,
                            None if seqs is None else seqs.slice(start, batch.num_rows))
                     start += batch.num_rows
+
+    def _resolved(self, task: EqualityDeletedRowsTask, reached: list[DataFileRef]
+                  ) -> list[FileChanges]:
+        """(file, positions leaving, positions arriving) of each reached file some row of
+        which changed, in `reached`'s order: found through the key index where the reader
+        has one that serves the commit (`indexed_keys`), by the files' key columns
+        otherwise (and for the files the index does not cover, then added to it)."""
+        indexed = indexed_keys(self.loader, self.projection, self.key_ids, self.names,
+                               self._sets)
+        if indexed is not None:
+            self.liveness.learn_types(indexed.empty_keys())
+            hits = indexed.lookup(reached)
+        else:
+            self.key_columns(reached[0])  # learns the key types the lookups are built with
+            hits = IndexHits({}, tuple(ref.file for ref in reached))
+        self.liveness.for_changed_rows()
+        def resolve(ref: DataFileRef) -> tuple[FileChanges | None, pa.RecordBatch | None]:
+            """The file's changed positions, and its new run when the index lacked it (sorted
+            here, in the reading threads)."""
+            found = hits.found.get(ref.file.file_path)
+            run = None
+            if found is not None and indexed is not None:
+                positions, keys_at = found[0], indexed.keys_at(found[1])
+                if self.share is not None and len(positions):
+                    kept = self.share.keeps(aliased(keys_at, self.names))
+                    positions, keys_at = positions.filter(kept), keys_at.filter(kept)
+            else:
+                keys = self.key_columns(ref)
+                run = None if indexed is None else indexed.run_of(keys)
+                positions = self.matching(keys)
+                keys_at = keys.take(positions)
+            if len(positions) == 0:
+                return None, run
+            deleted = self._positional(task, ref)
+            left, arrived = self.changed_rows(ref, positions, keys_at, deleted, deleted)
+            return (ref, left, arrived), run
+
+        changed: list[FileChanges] = []
+        runs: dict[str, tuple[DataFileRef, pa.RecordBatch]] = {}
+        for ref, (found, run) in zip(reached, each_in_order(reached, resolve,
+                                                            ahead=len(reached)), strict=True):
+            if found is not None:
+                changed.append(found)
+            if run is not None and indexed is not None:
+                runs[ref.file.file_path] = (ref, run)
+                if sum(r.num_rows for _, r in runs.values()) >= ADD_EVERY_ROWS:
+                    indexed.add(runs, reached)  # a segment at a time: memory stays bounded
+                    runs = {}
+        if runs and indexed is not None:
+            indexed.add(runs, reached)
+        return changed
 
     def _positional(self, task: EqualityDeletedRowsTask, ref: DataFileRef) -> pa.Array | None:
         """The positions the position deletes and DVs live before the commit delete."""

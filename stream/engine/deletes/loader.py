@@ -28,7 +28,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,6 +49,9 @@ from meltwater.stream.engine.deletes.delete_files import (
     read_position_deletes,
     sorted_positions,
 )
+
+if TYPE_CHECKING:
+    from meltwater.stream.engine.keys.key_index import TableIndexes
 
 S = TypeVar("S", bound="Shelf[Any, Any]")  # any kind of shelf (each typed itself)
 
@@ -130,6 +133,8 @@ class DeleteLoader:
         self._equality_keys = EqualityKeyTables(self.cache)
         self._shelves: dict[type[Shelf[Any, Any]], Shelf[Any, Any]] = {}
         self._shelves_lock = threading.Lock()
+        # where the table's key indexes live, when its reader keeps them (`keys.key_index`)
+        self.key_indexes: TableIndexes | None = None
 
     @property
     def reads(self) -> int:
