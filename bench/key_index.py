@@ -1,9 +1,11 @@
 """The key index (issue 32): one upsert commit's changes with and without it, whole processes,
 against a full scan and a read of the key column of the same table, in one run.
 
-Usage: .venv/bin/python bench/key_index.py [--rows 20000000] [--commits 50] [--rounds 3]
+Usage: .venv/bin/python bench/key_index.py [--shape backlog|huge] [--rows 20000000]
+       [--commits 50] [--rounds 3]
 
-The table (bench/ladder_tables.py, shape `backlog`, Iceberg Java): --rows rows, then
+The table (bench/ladder_tables.py, shape `backlog` or `huge`, Iceberg Java): --rows rows
+(100,000 a data file; `huge`: 2,000,000, one row group of 100 pages), then
 --commits upserts of 1,000 random keys each (equality deletes on `id` and the new rows).
 The commit read is the last upsert. Each round runs, as separate `meltwater` processes of
 this checkout (GNU time: wall, CPU, peak RSS):
@@ -18,7 +20,8 @@ this checkout (GNU time: wall, CPU, peak RSS):
   warm reader's, as a stream's or the service's after their first micro-batch).
 
 Every mode's change rows are compared (as multisets) with the unindexed read's. Writes
-bench/results/key_index.json: medians, ratios to the scan, the index's bytes a row.
+bench/results/key_index-<shape>-<rows>.json: medians, ratios to the scan, the index's
+bytes a row.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import pyarrow.parquet as pq
 from ladder_processes import run_process
 from ladder_tables import Shape, ensure_ladder_table
 
-RESULTS = Path(__file__).resolve().parent / "results" / "key_index.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 MELTWATER = Path(sys.executable).parent / "meltwater"
 
 WARM_READER = textwrap.dedent("""
@@ -61,11 +64,14 @@ def _rows(path: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", choices=["backlog", "huge"], default="backlog",
+                        help="backlog: 100,000-row files; huge: 2,000,000-row files (Iceberg "
+                             "Java's default row groups and pages)")
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    table = ensure_ladder_table(Shape("backlog", args.rows, args.commits, 1000))
+    table = ensure_ladder_table(Shape(args.shape, args.rows, args.commits, 1000))
     parent = table.snapshot(args.commits - 1)["snapshot_id"]
     child = table.snapshot(args.commits)["snapshot_id"]
     runs: dict[str, list[dict[str, float]]] = {}
@@ -133,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                  f"costs {(median('cold') - median('plain')) / median('keys'):.2f}x a read of "
                  "the key column more than the unindexed read")
     print("\n".join(lines))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"rows": args.rows, "commits": args.commits,
+    RESULTS.mkdir(exist_ok=True)
+    result = RESULTS / f"key_index-{args.shape}-{args.rows}.json"
+    result.write_text(json.dumps({"shape": args.shape, "rows": args.rows, "commits": args.commits,
                                    "rounds": args.rounds, "runs": runs,
                                    "warm_reader_seconds": warm["seconds"],
                                    "index_bytes": index_bytes, "summary": lines}, indent=1))

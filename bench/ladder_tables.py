@@ -31,7 +31,7 @@ LADDER_SOURCES = ("ladder_tables.py", "make_tables.py", "spark.py")
 class Shape:
     """One ladder table: its kind, size and history; part of the cache key."""
 
-    shape: str  # backlog, history, big or dv
+    shape: str  # backlog, huge, history, big or dv
     rows: int
     commits: int = 0
     keys: int = 1000
@@ -47,7 +47,7 @@ class Shape:
         history 26 min, its Spark SQL commits slowing from 0.8 to 3 s as the files pile
         up)."""
         bulk = self.rows / 1_000_000 * 0.25  # writing and counting a million rows
-        if self.shape == "backlog":
+        if self.shape in ("backlog", "huge"):
             return 2 + bulk + self.commits * 0.3 / 60
         if self.shape == "history":
             return 1 + bulk + self.commits * 1.5 / 60
@@ -92,6 +92,7 @@ class LadderTable:
 def describe_step(shape: Shape) -> str:
     """The line printed before a long generation step."""
     what = {"backlog": f"{shape.commits} upserts x {shape.keys:,} keys",
+            "huge": f"{shape.commits} upserts x {shape.keys:,} keys, 2M-row files",
             "history": f"{shape.commits} mixed commits",
             "big": "1% deleted, 0.1% updated",
             "dv": f"{shape.keys:,} rows deleted as deletion vectors"}[shape.shape]

@@ -39,6 +39,7 @@ from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, PipelineState, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
+from meltwater.stream.engine.keys.key_index import default_index_root
 from meltwater.stream.spark.change_counts import observe_change_counts, observed_change_counts
 from meltwater.stream.spark.checkpoint import open_checkpoint, running_batches
 from meltwater.stream.spark.query_start import start_query
@@ -133,6 +134,9 @@ class PipelineRun:
                    **kind.stream_options(config.sink.options, config.sink_placement)}
         if config.event_driven:
             options["watch-wait-ms"] = EVENT_WAIT_MS
+        if not any(name.lower() == "key-index-dir" for name in options):
+            # upserts find the rows they replaced by lookups, the index kept across restarts
+            options["key-index-dir"] = str(default_index_root())
         schema = stream_schema_for({**options, "path": config.table})
         reader = self.spark.readStream.format("meltwater").schema(schema).options(**options)
         frame = reader.load(config.table)

@@ -1,7 +1,7 @@
 """Writes one table of the scale ladder (issue 25) with Apache Iceberg Java 1.10.2 on Spark 3.5.
 
 Usage (inside the writer virtualenv): python ladder_tables.py --out DIR --jars JARS
---shape backlog|history|big --rows N [--commits N] [--keys N] [--seed N]. Writes
+--shape backlog|huge|history|big|dv --rows N [--commits N] [--keys N] [--seed N]. Writes
 DIR/warehouse (Hadoop catalog layout), DIR/tables.json (the table, its snapshots in commit
 order, the live row counts Iceberg Java reads at the rung snapshots) and, for the backlog,
 DIR/keys.json (the keys each commit upserted).
@@ -17,6 +17,8 @@ contiguous id range per write task).
   Iceberg Java API (CorpusFiles' generic writers over py4j); no compaction. Keys are drawn
   without replacement per commit, seeded, uniformly from [0, rows + rows/50): some are
   upserted by several commits, and 2% of the space is new ids, inserted by an upsert.
+- `huge` (bench/key_index.py, the issue 32 rung): a `backlog` in data files of 2,000,000
+  rows (one row group of 100 pages of 20,000 rows, Iceberg Java's defaults), as `dv`'s.
 - `history`: --commits mixed commits on the table. Of every ten: five equality-delete
   upserts of 200 random live-or-deleted ids (as above), three Java API appends of 500 new
   ids, one merge-on-read Spark SQL `DELETE` of a 100-id range and one merge-on-read
@@ -175,9 +177,10 @@ def progress(done: int, total: int, started: float) -> None:
         print(f"  {done}/{total} commits ({time.monotonic() - started:.0f}s)", flush=True)
 
 
-def make_backlog(spark: Any, rows: int, commits: int, keys: int, seed: int,
-                 out: Path) -> list[dict[str, Any]]:
-    table = load(spark, "backlog", rows)
+def make_backlog(spark: Any, rows: int, commits: int, keys: int, seed: int, out: Path,
+                 name: str = "backlog", rows_per_file: int = ROWS_PER_FILE
+                 ) -> list[dict[str, Any]]:
+    table = load(spark, name, rows, rows_per_file)
     snapshots = [table.snapshot()]
     key_space = rows + rows // NEW_ID_SHARE
     written: dict[int, list[int]] = {}
@@ -258,7 +261,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--jars", required=True)
-    parser.add_argument("--shape", required=True, choices=["backlog", "history", "big", "dv"])
+    parser.add_argument("--shape", required=True,
+                        choices=["backlog", "huge", "history", "big", "dv"])
     parser.add_argument("--rows", type=int, required=True)
     parser.add_argument("--commits", type=int, default=0)
     parser.add_argument("--keys", type=int, default=1000)
@@ -269,6 +273,9 @@ def main() -> int:
     started = time.monotonic()
     if args.shape == "backlog":
         snapshots = make_backlog(spark, args.rows, args.commits, args.keys, args.seed, args.out)
+    elif args.shape == "huge":
+        snapshots = make_backlog(spark, args.rows, args.commits, args.keys, args.seed, args.out,
+                                 "huge", DV_ROWS_PER_FILE)
     elif args.shape == "history":
         snapshots = make_history(spark, args.rows, args.commits, args.seed)
     elif args.shape == "dv":

@@ -56,12 +56,14 @@ from meltwater.stream.engine.changes.change_schema import (
 )
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema as engine_schema
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
+from meltwater.stream.engine.keys.key_index import table_indexes
 from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters
 from meltwater.stream.spark.options import (
     change_read,
     is_change_read,
+    key_index_dir,
     row_options,
     snapshot_read,
     split_size,
@@ -158,7 +160,8 @@ def resolve_read(options: Mapping[str, str], metadata_location: str | None = Non
         request = RangeRequest.empty_at(table.metadata.current_snapshot_id)
         rows = row_options(options)
     rows = dataclasses.replace(rows, filter=row_filter)
-    return ResolvedRead(table, feed=change_feed(table, request, rows))
+    return ResolvedRead(table, feed=change_feed(table, request, rows,
+                                                key_index_dir=key_index_dir(options)))
 
 
 class MeltwaterBatchReader(DataSourceReader):
@@ -252,13 +255,15 @@ class MeltwaterBatchReader(DataSourceReader):
                    for c in planned if c.tasks]
         scope = (ReadScope.ONE_COMMIT if len(feed.change_range.commits) == 1
                  else ReadScope.COMMITS)
+        indexes = table_indexes(feed.key_index_dir, feed.table)
         if feed.options.net:
             parts = [ChangePartition(tuple(commits), feed.options, feed.row_filter,
-                                     scope=scope, io_properties=io)] if commits else []
+                                     scope=scope, io_properties=io,
+                                     key_indexes=indexes)] if commits else []
         else:  # a commit each; an upsert commit bigger than a split in shares of its keys
             target = self._split_target(feed, sum(c.cost.bytes for c in commits))
             parts = [ChangePartition((piece,), feed.options, feed.row_filter, scope=scope,
-                                     io_properties=io)
+                                     io_properties=io, key_indexes=indexes)
                      for c in commits for piece in _shares(c, target)]
         log.info("meltwater change read of %s, (%s, %s], filter [%s]: %d commits with changes "
                  "in %d partitions; %s", feed.table.metadata_location,

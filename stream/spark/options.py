@@ -337,7 +337,8 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
     long for the table's watcher to see one and returns as soon as it does, so a
     `processingTime="0 seconds"` trigger starts a micro-batch the moment a commit lands
     instead of asking again every 10 ms (local tables: file events; remote: polling).
-    Stopping the query may take up to this long. The row-level
+    Stopping the query may take up to this long. `key-index-dir`: where executors keep the
+    table's key index (`key_index_dir`). The row-level
     options are `row_options`' (`compute-updates`, `identifier-columns`, ...);
     `net-changes` is for batch reads only.
     """
@@ -366,7 +367,15 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
         split_size=_positive(_size(lowered, "split-size"), "split-size"),
         watch_wait_ms=_not_negative(_int(lowered, "watch-wait-ms"), "watch-wait-ms"),
         rows=rows,
+        key_index_dir=key_index_dir(options),
     )
+
+
+def key_index_dir(options: Mapping[str, str]) -> str | None:
+    """Option `key-index-dir`: the local directory where each executor keeps the table's key
+    index (`meltwater.stream.engine.keys`), so an upsert commit finds the rows it replaced
+    by lookups; None (absent or empty): no index."""
+    return _lower(options).get("key-index-dir") or None
 
 
 def split_size(options: Mapping[str, str]) -> int | None:
@@ -389,13 +398,13 @@ STREAM_OPTION_NAMES = ("starting", "start-snapshot-id", "stream-from-timestamp",
                        "streaming-max-rows-per-micro-batch",
                        "streaming-max-bytes-per-micro-batch", "maxBytesPerTrigger",
                        "skip-expired-snapshots", "schema-change", "split-size",
-                       "watch-wait-ms", *ROW_OPTION_NAMES)
+                       "watch-wait-ms", "key-index-dir", *ROW_OPTION_NAMES)
 BATCH_OPTION_NAMES = ("snapshot-id", "versionAsOf", "as-of-timestamp", "timestampAsOf",
                       "branch", "tag", "start-snapshot-id", "start-sequence-number",
                       "start-timestamp", "startingVersion", "startingTimestamp",
                       "end-snapshot-id", "endingVersion", "end-timestamp", "endingTimestamp",
                       "read-changes", "readChangeFeed", "net-changes", "skip-expired-snapshots",
-                      "split-size", *ROW_OPTION_NAMES)
+                      "split-size", "key-index-dir", *ROW_OPTION_NAMES)
 TABLE_OPTION_NAMES = ("path", "table", CATALOG_OPTION)
 PROPERTY_PREFIXES = (CATALOG_PREFIX, IO_PREFIX)
 

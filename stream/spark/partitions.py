@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from meltwater.planner.table.fileio import FileIO
     from meltwater.planner.table.table_loading import Table
+    from meltwater.stream.engine.keys.key_index import TableIndexes
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class ChangePartition(ReadPartition):
     options: ChangeOptions
     row_filter: Expression = TRUE
     scope: ReadScope = field(default=ReadScope.COMMITS, kw_only=True)
+    # where the executor keeps the table's key index (option `key-index-dir`); None: none
+    key_indexes: TableIndexes | None = field(default=None, kw_only=True)
 
 
 def read_partition(partition: ReadPartition, batch_size: int | None = None
@@ -96,6 +99,11 @@ def read_partition(partition: ReadPartition, batch_size: int | None = None
     from meltwater.stream.engine.deletes.loader import shared_loader
 
     loader = shared_loader(io)  # what earlier partitions in this process read, kept
+    if isinstance(partition, ChangePartition):
+        # the executor's index of the table, opened once a process (`key_index`); should two
+        # tables' reads share the loader, one may look in the other's index, whose entries
+        # name other files, never found: that would cost reads, never rows
+        loader.key_indexes = partition.key_indexes
     if isinstance(partition, SnapshotPartition):
         from meltwater.stream.engine.scans.scan import read_tasks
 

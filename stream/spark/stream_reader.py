@@ -64,6 +64,7 @@ from pyspark.sql.types import StructType
 from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, pack_parts
 from meltwater.planner.errors import StreamError
 from meltwater.stream.engine.changes.change_schema import METADATA_COLUMNS
+from meltwater.stream.engine.keys.key_index import table_indexes
 from meltwater.stream.errors import SchemaChangedError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read
@@ -177,8 +178,11 @@ class MeltwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         stream = self.stream
         parts = stream.parts(StreamOffset.from_json(start), StreamOffset.from_json(end))
         groups = pack_parts(parts, stream.split_target())
-        io = io_properties_of(stream.load())  # the newest credentials the driver has
-        return [ChangePartition(tuple(group), stream.options, io_properties=io)
+        table = stream.load()
+        io = io_properties_of(table)  # the newest credentials the driver has
+        indexes = table_indexes(stream.read.key_index_dir, table)
+        return [ChangePartition(tuple(group), stream.options, io_properties=io,
+                                key_indexes=indexes)
                 for group in groups]
 
     def commit(self, end: dict) -> None:

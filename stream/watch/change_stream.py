@@ -65,6 +65,7 @@ class StreamRead:
     split_size: int | None = None  # bytes per partition (else read.split.target-size)
     watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
     rows: RowOptions = field(default_factory=RowOptions)  # net changes: batch reads only
+    key_index_dir: str | None = None  # where executors keep the table's key index
 
 
 class ChangeStream:

@@ -235,6 +235,22 @@ def test_change_reads_equal_meltwater_changes(spark, corpus, name):
     assert_same_rows(rows, expected, f"{name} changes after {start}")
 
 
+@pytest.mark.parametrize("name", ["equality_deletes", "equality_global"])
+def test_change_reads_through_a_key_index_equal_meltwater_changes(spark, corpus, tmp_path,
+                                                                   name):
+    """Executors keep the table's key index under `key-index-dir`: built by the first read,
+    used by the second; both give the engine's rows."""
+    scenario = corpus.scenarios[name]
+    table = load_table(scenario.location)
+    start = _start(scenario, table)
+    expected = meltwater.stream.changes(table, from_snapshot_id=start).read_all()
+    for _ in range(2):
+        rows = _collect(spark.read.format("meltwater").option("start-snapshot-id", str(start))
+                        .option("key-index-dir", str(tmp_path)).load(scenario.location))
+        assert_same_rows(rows, expected, f"{name} changes after {start}, key index")
+    assert list(tmp_path.rglob("catalog.json")), "the executors kept no index"
+
+
 def test_net_changes_and_updates_through_spark(spark, corpus):
     scenario = corpus.scenarios["equality_deletes"]  # identifier field: id
     table = load_table(scenario.location)

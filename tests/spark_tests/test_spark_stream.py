@@ -666,7 +666,8 @@ def test_local_cluster_spreads_one_upsert_commit_over_both_executors(spark, corp
     snapshot = next(s for s in scenario.snapshots
                     if s.label == "global equality delete (spec 0) of ids 3, 25, 33")
     options = {"start-snapshot-id": str(snapshot.parent_id),
-               "end-snapshot-id": str(snapshot.snapshot_id), "split-size": "1"}
+               "end-snapshot-id": str(snapshot.snapshot_id), "split-size": "1",
+               "key-index-dir": str(tmp_path / "index")}  # each executor adds what it reads
     command = _child(tmp_path, "b", scenario.location, "--master", "local-cluster[2,1,1024]",
                      "--pid-column", "--batch",
                      *[arg for k, v in options.items() for arg in ("--option", f"{k}={v}")])
@@ -681,6 +682,7 @@ def test_local_cluster_spreads_one_upsert_commit_over_both_executors(spark, corp
     expected = meltwater.stream.changes(scenario.location, from_snapshot_id=snapshot.parent_id,
                                         to_snapshot_id=snapshot.snapshot_id).read_all()
     assert_same_rows(got.drop_columns(["_pid"]), expected, "local-cluster upsert commit")
+    assert list((tmp_path / "index").rglob("catalog.json"))
 
 
 def test_stream_schema_on_a_table_with_expired_history(spark, corpus):

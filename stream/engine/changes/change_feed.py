@@ -99,11 +99,10 @@ class ChangeFeed:
         planner = IncrementalPlanner(self.table, self.row_filter, stats=self.stats)
         names = [f.name for f in self._selected().fields] + list(METADATA_COLUMNS)
         loader = DeleteLoader(self.table.io)
-        uuid = self.table.metadata.table_uuid
-        if self.key_index_dir is not None and uuid:  # a v1 table may have no uuid: no index
-            from meltwater.stream.engine.keys.key_index import TableIndexes
+        if self.key_index_dir is not None:
+            from meltwater.stream.engine.keys.key_index import table_indexes
 
-            loader.key_indexes = TableIndexes(self.key_index_dir, uuid)
+            loader.key_indexes = table_indexes(self.key_index_dir, self.table)
         if self.nets_by_state:
             net = planner.plan_net(self.change_range)
             batches = (iter(()) if net is None else reconstruct_net(

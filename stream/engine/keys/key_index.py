@@ -31,6 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from meltwater.planner.spec.files import DataFile
+from meltwater.planner.table.table_loading import Table
 from meltwater.stream.engine.keys.index_store import (
     Catalog,
     IndexStore,
@@ -208,6 +209,13 @@ def key_index(root: Path, table_uuid: str, field_id: int, key_type: pa.DataType)
                                            "key_type": str(key_type)}
             index = _indexes[directory] = KeyIndex(IndexStore(directory, identity))
         return index
+
+
+def table_indexes(root: str | os.PathLike[str] | None, table: Table) -> TableIndexes | None:
+    """Where a reader of `table` keeps its key indexes, given `root`; None without a root,
+    or for a table without a uuid (format v1 may have none), which gets no index."""
+    uuid = table.metadata.table_uuid
+    return TableIndexes(Path(root), uuid) if root and uuid else None
 
 
 @dataclass(frozen=True)
