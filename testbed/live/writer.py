@@ -13,6 +13,14 @@ writers, as a CDC writer would commit:
 - `upsert`: equality deletes by `id` and the new versions of those rows in one row delta
   (the deletes do not apply to rows of their own commit).
 
+Maintenance, asked for by name only (never drawn at random), through Iceberg's Spark
+procedures:
+- `compact`: `rewrite_data_files` of every file (deletes applied, new data files);
+- `rewrite-deletes`: `rewrite_position_delete_files` of every position delete file;
+- `expire`: `expire_snapshots` keeping the newest two;
+- `rollback`: `rollback_to_snapshot` to the current snapshot's parent (the rolled-back
+  commit leaves the table's history; the next commit's parent is that parent).
+
 After a commit the writer can dump what Iceberg Java's generic reader reads at that snapshot
 (`LiveTable.dump`), the ground truth the mirror is judged against.
 
@@ -39,6 +47,7 @@ CATALOG = "local"  # a Hadoop catalog: the table is a plain directory under the 
 NAMESPACE = "db"
 REGIONS = ("north", "south", "east", "west")
 KINDS = ("append", "delete", "update", "equality", "upsert")
+MAINTENANCE = ("compact", "rewrite-deletes", "expire", "rollback")
 KIND_WEIGHTS = (4, 2, 3, 2, 2)
 
 
@@ -54,6 +63,7 @@ class LiveTable:
         self.files = self.jvm.meltwater.corpus.CorpusFiles
         self.dumper = self.jvm.meltwater.live.LiveTable
         self.live: dict[int, dict[str, Any]] = {}  # id -> {"file", "pos", "row"}
+        self.models: dict[int, dict[int, dict[str, Any]]] = {}  # snapshot id -> `live` then
         self.next_id = 1
         self.clock = datetime(2026, 1, 1, tzinfo=timezone.utc)
         self._table: Any = None
@@ -137,6 +147,9 @@ class LiveTable:
     # -- commits -------------------------------------------------------------------------
     def commit(self, kind: str | None = None, small: bool = False) -> str:
         """One commit; `small` keeps it to one partition and a few rows (for bursts)."""
+        if kind in MAINTENANCE:
+            self._maintain(kind)
+            return kind
         if kind is None:
             kind = "append" if len(self.live) < 20 else self.random.choices(
                 KINDS, KIND_WEIGHTS)[0]
@@ -180,6 +193,33 @@ class LiveTable:
             raise ValueError(f"unknown commit kind {kind!r}")
         return kind
 
+    def _maintain(self, kind: str) -> None:
+        name = f"{NAMESPACE}.{self.ident.rsplit('.', 1)[1]}"
+        if kind == "compact":
+            self.spark.sql(f"CALL {CATALOG}.system.rewrite_data_files(table => '{name}', "
+                           "options => map('rewrite-all', 'true'))").collect()
+            self._relocate()
+        elif kind == "rewrite-deletes":
+            self.spark.sql(f"CALL {CATALOG}.system.rewrite_position_delete_files("
+                           f"table => '{name}', options => map('rewrite-all', 'true'))").collect()
+        elif kind == "expire":
+            self.spark.sql(f"CALL {CATALOG}.system.expire_snapshots(table => '{name}', "
+                           "older_than => TIMESTAMP '2999-01-01 00:00:00', "
+                           "retain_last => 2)").collect()
+        else:  # rollback
+            parent = self.table().currentSnapshot().parentId()
+            self.spark.sql(f"CALL {CATALOG}.system.rollback_to_snapshot('{name}', {parent})")
+            self.live = {i: dict(v) for i, v in self.models[int(parent)].items()}
+        self.table().refresh()
+
+    def _relocate(self) -> None:
+        """Where each live row sits after a rewrite (its content is the same)."""
+        self.table().refresh()
+        found = self.spark.sql(f"SELECT id, _file, _pos FROM {self.ident}").collect()
+        for row in found:
+            self.live[row["id"]]["file"] = row["_file"]
+            self.live[row["id"]]["pos"] = row["_pos"]
+
     def _new_id(self) -> int:
         self.next_id += 1
         return self.next_id - 1
@@ -188,6 +228,7 @@ class LiveTable:
         table = self.table()
         snapshot = table.currentSnapshot()
         snapshot_id = int(snapshot.snapshotId())
+        self.models[snapshot_id] = {i: dict(v) for i, v in self.live.items()}
         path = None
         if truth:
             path = str(self.truth_dir / f"{snapshot_id}.jsonl")
