@@ -193,16 +193,21 @@ class IndexStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def write_segment(self, batches: list[pa.RecordBatch]) -> tuple[str, SegmentEntry]:
-        """A new segment of `batches` (one schema), under its final name."""
+        """A new segment of `batches` (one schema), under its final name; kept open as
+        checked (this process wrote it), so its first lookup reads no more of it."""
         name = f"{SEGMENT_PREFIX}{os.urandom(8).hex()}{SEGMENT_SUFFIX}"
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, batches[0].schema) as writer:
+        path = self.directory / name
+        temporary = path.with_name(f".{name}.{os.urandom(4).hex()}.tmp")
+        with pa.OSFile(str(temporary), "wb") as out, \
+                pa.ipc.new_file(out, batches[0].schema) as writer:
             for batch in batches:
                 writer.write_batch(batch)
-        data = sink.getvalue()
-        _write_atomically(self.directory / name, memoryview(data))
-        return name, SegmentEntry(data.size, zlib.crc32(memoryview(data)),
-                                  sum(b.num_rows for b in batches))
+        mapped = pa.memory_map(str(temporary))
+        segment = SegmentEntry(mapped.size(), zlib.crc32(memoryview(mapped.read_buffer())),
+                               sum(b.num_rows for b in batches))
+        os.replace(temporary, path)
+        self._segments[(name, segment.crc32)] = pa.ipc.open_file(mapped)
+        return name, segment
 
     def commit(self, catalog: Catalog) -> None:
         """Make `catalog` the index's (call under `locked`); segments it no longer names,

@@ -20,6 +20,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from meltwater.stream.engine.decode.arrow_constants import int64_range
+
 KEY = "key"
 POS = "pos"
 MAX_RUN_ROWS = 2**31 - 1  # positions are int32: 4 bytes a row
@@ -48,11 +50,21 @@ def sorted_run(keys: pa.Array | pa.ChunkedArray) -> pa.RecordBatch:
         keys = keys.combine_chunks()
     if len(keys) > MAX_RUN_ROWS:
         raise ValueError(f"a run holds at most {MAX_RUN_ROWS} rows, not {len(keys)}")
+    if not keys.null_count and _ascending(keys):  # a file written in key order, as a load
+        return pa.RecordBatch.from_arrays([keys, int64_range(0, len(keys)).cast(pa.int32())],
+                                          schema=run_schema(keys.type))
     order = pc.array_sort_indices(keys, null_placement="at_end")
     if keys.null_count:
         order = order.slice(0, len(keys) - keys.null_count)
     return pa.RecordBatch.from_arrays([keys.take(order), order.cast(pa.int32())],
                                       schema=run_schema(keys.type))
+
+
+def _ascending(keys: pa.Array) -> bool:
+    """Whether the keys are in ascending order already (one comparison of neighbours)."""
+    if len(keys) < 2:
+        return True
+    return bool(pc.all(pc.less_equal(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py())
 
 
 def find(run: pa.RecordBatch, needles: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -52,6 +52,13 @@ def test_a_run_finds_every_position_holding_a_key_and_no_other(seed):
     assert _found(run, needles) == _expected(keys, needles)
 
 
+def test_a_run_of_keys_already_in_order_is_them_with_their_positions():
+    run = sorted_run(pa.array([1, 2, 2, 5], pa.int64()))
+    assert run.column(0).to_pylist() == [1, 2, 2, 5]
+    assert run.column(1).to_pylist() == [0, 1, 2, 3]
+    assert _found(run, [2]) == [(1, 2), (2, 2)]
+
+
 def test_runs_of_strings_and_timestamps():
     words = ["b", "a", "c", "a", "zz", ""]
     assert _found(sorted_run(pa.array(words)), []) == []
