@@ -57,6 +57,51 @@ WARM_READER = textwrap.dedent("""
 """)
 
 
+FIGURE = Path(__file__).resolve().parent / "figures" / "key-index-by-size.png"
+SERIES = (("scan", "scan"), ("plain", "changes, no index"),
+          ("cold", "changes, building the index"), ("warm", "changes, persisted index"),
+          ("key_images", "changes, persisted index, key images"))
+
+
+def plot(shape: str, path: Path = FIGURE) -> list[int]:
+    """Seconds against table rows (log-log) of every mode this bench has results for at
+    the shape's sizes, and of bench/pages.py's DV commit where it ran; the sizes drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    found = [json.loads(p.read_text()) for p in RESULTS.glob(f"key_index-{shape}-*.json")]
+    found.sort(key=lambda r: r["rows"])
+    figure, axis = plt.subplots(figsize=(8, 5))
+    for series, (name, label) in enumerate(SERIES):
+        xs = [r["rows"] for r in found]
+        ys = [statistics.median(run["seconds"] for run in r["runs"][name]) for r in found]
+        axis.plot(xs, ys, "--" if name == "scan" else "-", marker="o", color=f"C{series}",
+                  label=label)
+    warm = [(r["rows"], min(r["warm_reader_seconds"][1:])) for r in found]
+    axis.plot(*zip(*warm, strict=True), "-", marker="s", color=f"C{len(SERIES)}",
+              label="changes, warm reader (in process)")
+    dv = RESULTS / "pages.json"
+    if dv.exists():
+        pages = json.loads(dv.read_text())
+        runs = pages["pairs"][0]["runs"]["current"]
+        axis.plot([pages["rows"]], [statistics.median(r["seconds"] for r in runs)], "D",
+                  color="black", label=f"DV commit of {pages['deleted']} rows (bench/pages.py)")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("table rows")
+    axis.set_ylabel("seconds (whole process; warm reader: in process)")
+    axis.set_title("one upsert commit of 1,000 keys against table size")
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return [r["rows"] for r in found]
+
+
 def _rows(path: Path) -> list[str]:
     return sorted(json.dumps(r, sort_keys=True, default=str)
                   for r in pq.read_table(path).drop_columns(["_commit_timestamp"]).to_pylist())
@@ -70,7 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--plot-only", action="store_true",
+                        help="draw bench/figures/key-index-by-size.png from the results there "
+                             "are, and run nothing")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        print(f"plotted {plot(args.shape)} rows to {FIGURE}")
+        return 0
     table = ensure_ladder_table(Shape(args.shape, args.rows, args.commits, 1000))
     parent = table.snapshot(args.commits - 1)["snapshot_id"]
     child = table.snapshot(args.commits)["snapshot_id"]
@@ -145,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "rounds": args.rounds, "runs": runs,
                                    "warm_reader_seconds": warm["seconds"],
                                    "index_bytes": index_bytes, "summary": lines}, indent=1))
+    print(f"plotted {plot(args.shape)} rows to {FIGURE}")
     return 0
 
 
