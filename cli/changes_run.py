@@ -19,7 +19,7 @@ from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.engine.changes.change_feed import change_feed
 from meltwater.stream.engine.changes.change_schema import RowOptions
 from meltwater.stream.engine.decode.batch_size import limited
-from meltwater.stream.engine.keys.key_index import default_index_root
+from meltwater.stream.engine.keys.index_location import default_index_root
 
 
 def _ms(text: str | None, option: str) -> int | None:

@@ -39,7 +39,7 @@ from meltwater.service.logs import fields
 from meltwater.service.metrics import Health, PipelineState, ServiceMetrics
 from meltwater.service.table_head import TableHead
 from meltwater.sinks.kinds import sink_kind
-from meltwater.stream.engine.keys.key_index import default_index_root
+from meltwater.stream.engine.keys.index_location import default_index_root
 from meltwater.stream.spark.change_counts import observe_change_counts, observed_change_counts
 from meltwater.stream.spark.checkpoint import open_checkpoint, running_batches
 from meltwater.stream.spark.query_start import start_query

@@ -56,7 +56,7 @@ from meltwater.stream.engine.changes.change_schema import (
 )
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema as engine_schema
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
-from meltwater.stream.engine.keys.key_index import table_indexes
+from meltwater.stream.engine.keys.index_location import table_indexes
 from meltwater.stream.errors import OptionError, UnreadableFileError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.filters import translate_filters

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from meltwater.planner.table.fileio import FileIO
     from meltwater.planner.table.table_loading import Table
-    from meltwater.stream.engine.keys.key_index import TableIndexes
+    from meltwater.stream.engine.keys.index_location import TableIndexes
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from pyspark.sql.types import StructType
 from meltwater.planner.changes.micro_batch import UNLIMITED, Budget, pack_parts
 from meltwater.planner.errors import StreamError
 from meltwater.stream.engine.changes.change_schema import METADATA_COLUMNS
-from meltwater.stream.engine.keys.key_index import table_indexes
+from meltwater.stream.engine.keys.index_location import table_indexes
 from meltwater.stream.errors import SchemaChangedError
 from meltwater.stream.spark.arrow_types import conform, spark_arrow_schema
 from meltwater.stream.spark.options import stream_read

@@ -100,7 +100,7 @@ class ChangeFeed:
         names = [f.name for f in self._selected().fields] + list(METADATA_COLUMNS)
         loader = DeleteLoader(self.table.io)
         if self.key_index_dir is not None:
-            from meltwater.stream.engine.keys.key_index import table_indexes
+            from meltwater.stream.engine.keys.index_location import table_indexes
 
             loader.key_indexes = table_indexes(self.key_index_dir, self.table)
         if self.nets_by_state:

@@ -10,6 +10,7 @@ need no comparing streams batch by batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -28,7 +29,6 @@ from meltwater.stream.engine.changes.change_modes import EqualityDeletes, ReadSc
 from meltwater.stream.engine.changes.change_schema import CHANGE_TYPE, DELETE, INSERT, ChangeOptions
 from meltwater.stream.engine.changes.delete_payloads import DeletePayloads
 from meltwater.stream.engine.changes.key_images import KeyImages
-from meltwater.stream.engine.changes.key_shares import KeyShare
 from meltwater.stream.engine.changes.task_rows import TaskRows
 from meltwater.stream.engine.changes.updates import deletes_first, pair_updates, remove_carryover
 from meltwater.stream.engine.decode.arrow_constants import constant_array
@@ -36,8 +36,10 @@ from meltwater.stream.engine.decode.arrow_filter import to_arrow_filter
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.remote_reads import each_in_order
-from meltwater.stream.engine.deletes.key_columns import key_names, key_table
 from meltwater.stream.engine.deletes.loader import DeleteLoader
+
+if TYPE_CHECKING:
+    from meltwater.stream.engine.changes.key_shares import KeyShare
 
 
 class CommitReader:
@@ -143,6 +145,9 @@ class CommitReader:
         """The share of the commit's keys this run reads (None: all of them)."""
         if share is None:
             return None
+        from meltwater.stream.engine.changes.key_shares import KeyShare  # for shares alone
+        from meltwater.stream.engine.deletes.key_columns import key_names, key_table
+
         (task,) = [t for t in self.commit.tasks if isinstance(t, EqualityDeletedRowsTask)]
         change = task.equality
         ids = sorted({fid for r in change.added + change.removed

@@ -17,6 +17,7 @@ sequence number or None).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,11 +42,13 @@ from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import DELETE, INSERT
 from meltwater.stream.engine.changes.changed_keys import positional_deaths
 from meltwater.stream.engine.changes.delete_payloads import DeletePayloads, delete_keys
-from meltwater.stream.engine.changes.equality_changes import EqualityRows
 from meltwater.stream.engine.changes.key_images import KeyImages
-from meltwater.stream.engine.changes.key_shares import KeyShare
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 from meltwater.stream.engine.scans.reader import read_task, read_with_delete_sets
+
+if TYPE_CHECKING:
+    from meltwater.stream.engine.changes.equality_changes import EqualityRows
+    from meltwater.stream.engine.changes.key_shares import KeyShare
 
 
 class TaskRows:
@@ -96,6 +99,10 @@ class TaskRows:
     def equality_rows(self, change: EqualityChange) -> EqualityRows:
         """The commit's equality change, ready to find rows by key (one per commit)."""
         if self._equality is None or self._equality.change is not change:
+            # loaded for commits with equality deletes alone: a small commit's process
+            # spares importing the key machinery (`bench/small.py`)
+            from meltwater.stream.engine.changes.equality_changes import EqualityRows
+
             trusted = [r for r in change.added if r.file.file_path in self.trusted]
             images = self.key_images
             self._equality = EqualityRows(

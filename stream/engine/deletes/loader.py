@@ -51,7 +51,7 @@ from meltwater.stream.engine.deletes.delete_files import (
 )
 
 if TYPE_CHECKING:
-    from meltwater.stream.engine.keys.key_index import TableIndexes
+    from meltwater.stream.engine.keys.index_location import TableIndexes
 
 S = TypeVar("S", bound="Shelf[Any, Any]")  # any kind of shelf (each typed itself)
 

@@ -6,5 +6,6 @@ Above `decode`, below `deletes` (whose loader carries a table's indexes to the r
 - `index_store`: runs in Arrow IPC segments named by a JSON catalog, written atomically,
   checked by size and CRC-32;
 - `key_index`: `KeyIndex`, a table's index of one key field: lookups, additions, the
-  bound in bytes; `TableIndexes`, where a table's indexes live.
+  bound in bytes;
+- `index_location`: where a table's indexes live (`TableIndexes`), cheap to carry.
 """

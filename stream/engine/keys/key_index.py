@@ -15,14 +15,14 @@ without being told: files it has never seen are reported missing and the reader 
 keys and adds them (`add`); files the table no longer has are never asked about, and leave
 the index as the least recently used once it outgrows its bound (`max_bytes`).
 
-`key_index(root, table_uuid, field_id, key_type)` gives each index one object per process,
+`key_index(root, table_uuid, field_id, key_type)` (what `index_location.TableIndexes`
+opens) gives each index one object per process,
 so a stream or the service opens and checks each segment once, not once a micro-batch.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +31,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from meltwater.planner.spec.files import DataFile
-from meltwater.planner.table.table_loading import Table
 from meltwater.stream.engine.keys.index_store import (
     Catalog,
     IndexStore,
@@ -183,16 +182,6 @@ def _carried(files: dict[str, RunEntry], catalog: Catalog) -> list[str]:
     return sorted(path for path, entry in files.items() if entry.segment in sparse)
 
 
-def default_index_root() -> Path:
-    """Where key indexes are kept unless a reader is told: $MELTWATER_KEY_INDEX_DIR, else
-    `key-index/` under meltwater's cache ($MELTWATER_CACHE, else ~/.cache/meltwater)."""
-    given = os.environ.get("MELTWATER_KEY_INDEX_DIR")
-    if given:
-        return Path(given)
-    cache = os.environ.get("MELTWATER_CACHE")
-    return (Path(cache) if cache else Path.home() / ".cache" / "meltwater") / "key-index"
-
-
 _indexes: dict[Path, KeyIndex] = {}
 _indexes_lock = threading.Lock()
 
@@ -209,23 +198,3 @@ def key_index(root: Path, table_uuid: str, field_id: int, key_type: pa.DataType)
                                            "key_type": str(key_type)}
             index = _indexes[directory] = KeyIndex(IndexStore(directory, identity))
         return index
-
-
-def table_indexes(root: str | os.PathLike[str] | None, table: Table) -> TableIndexes | None:
-    """Where a reader of `table` keeps its key indexes, given `root`; None without a root,
-    or for a table without a uuid (format v1 may have none), which gets no index."""
-    uuid = table.metadata.table_uuid
-    return TableIndexes(Path(root), uuid) if root and uuid else None
-
-
-@dataclass(frozen=True)
-class TableIndexes:
-    """Where one table's key indexes live: what a reader is given to use them (picklable,
-    so Spark partitions carry it to executors, which open the same directory)."""
-
-    root: Path
-    table_uuid: str
-
-    def index(self, field_id: int, key_type: pa.DataType) -> KeyIndex:
-        """The index of one key field, read as `key_type`."""
-        return key_index(self.root, self.table_uuid, field_id, key_type)
