@@ -125,7 +125,7 @@ class ParquetSource(FileSource):
             return
         if self._pages is None:
             self._pages = PageReader(read_range_of(self._handle), file_size_of(self._handle),
-                                     self._file)
+                                     self._file, self.path)
         fields = sorted(selection)
 
         def whole_paths(index: int) -> list[str]:

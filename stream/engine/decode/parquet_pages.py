@@ -23,6 +23,12 @@ the row group whole, as before, so this is never the reason for a wrong row):
 - when the pages needed hold half a row group's rows or more, or the row group holds
   fewer than `MIN_PAGED_GROUP_ROWS` rows, it is read whole: page reads would buy little.
 
+What was decoded and checked of a file (its footer, OffsetIndexes, the pages whose
+headers agreed with them) is kept per process (`_FileFacts`, the last `KEPT_FILES` files,
+by path and size: data files never change), so a reader that comes back to a file (a
+stream, the service, each commit of an upsert job reaching the same older files) decodes
+no Thrift for it again.
+
 The batches cover the runs of rows every column holds (each wanted row is in one of them)
 and begin where those runs begin; a caller checks positions, as it does for whole row
 groups (`FileSource.batches`).
@@ -32,8 +38,11 @@ from __future__ import annotations
 
 import bisect
 import copy
+import dataclasses
 import itertools
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +66,38 @@ _TAIL = struct.Struct("<I4s")
 
 # (offset, length) -> the bytes; pyarrow's NativeFile.read_at, or a seek and a read
 ReadRange = Callable[[int, int], bytes]
+_DICTIONARY = -1  # in a chunk's checked pages: its dictionary page was found to be one
+KEPT_FILES = 4096  # files whose decoded page metadata a process keeps (a few KiB a column)
+
+
+@dataclass
+class _FileFacts:
+    """What was decoded and checked of one file's page metadata."""
+
+    footer: Any
+    leaves: dict[int, int]  # top-level field index -> leaf index
+    offsets: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
+    # (group, leaf) -> the pages whose headers agreed with the OffsetIndex
+    checked: dict[tuple[int, int], set[int]] = dataclasses.field(default_factory=dict)
+
+
+_kept: OrderedDict[tuple[str, int], _FileFacts] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _facts_of(key: tuple[str, int]) -> _FileFacts | None:
+    with _kept_lock:
+        facts = _kept.get(key)
+        if facts is not None:
+            _kept.move_to_end(key)
+        return facts
+
+
+def _keep(key: tuple[str, int], facts: _FileFacts) -> None:
+    with _kept_lock:
+        _kept[key] = facts
+        while len(_kept) > KEPT_FILES:
+            _kept.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -82,12 +123,13 @@ class PageReader:
     """Reads one Parquet file's row groups by page. The footer (as Thrift) is read on the
     first use; a footer this cannot read (encrypted, damaged) turns page reads off."""
 
-    def __init__(self, read_range: ReadRange, file_size: int, file: Any) -> None:
+    def __init__(self, read_range: ReadRange, file_size: int, file: Any,
+                 path: str | None = None) -> None:
         self._read = read_range
         self._size = file_size
         self._file = file  # the pyarrow ParquetFile: whole column reads and the Arrow schema
-        self._footer: Any = None
-        self._leaves: dict[int, int] | None = None  # top-level field index -> leaf index
+        self._key = None if path is None else (path, file_size)  # what the process keeps
+        self._facts: _FileFacts | None = None
         self._usable = True
 
     def read(self, group: int, first: int, fields: Sequence[int],
@@ -111,15 +153,20 @@ class PageReader:
     def _footer_or_none(self) -> Any:
         if not self._usable:
             return None
-        if self._footer is None:
-            try:
-                self._footer = self._read_footer()
-            except (OSError, ValueError, EOFError, _thrift_errors()):
-                self._usable = False
-                return None
-        return self._footer
+        if self._facts is None:
+            facts = None if self._key is None else _facts_of(self._key)
+            if facts is None:
+                try:
+                    facts = self._read_footer()
+                except (OSError, ValueError, EOFError, _thrift_errors()):
+                    self._usable = False
+                    return None
+                if self._key is not None:
+                    _keep(self._key, facts)
+            self._facts = facts
+        return self._facts.footer
 
-    def _read_footer(self) -> Any:
+    def _read_footer(self) -> _FileFacts:
         if self._size < 12:
             raise ValueError("too short")
         length, magic = _TAIL.unpack(self._read(self._size - 8, 8))
@@ -128,8 +175,7 @@ class PageReader:
         thrift = parquet_thrift()
         footer = thrift.decode(thrift.module.FileMetaData(),
                                self._read(self._size - 8 - length, length))
-        self._leaves = _top_level_leaves(footer.schema)
-        return footer
+        return _FileFacts(footer, _top_level_leaves(footer.schema))
 
     # -- one row group -----------------------------------------------------------------------
 
@@ -140,21 +186,25 @@ class PageReader:
         n = row_group.num_rows
         wanted = [r - first for r in rows]
         arrow_schema = self._file.schema_arrow
-        plans: dict[int, tuple[Any, Any, list[int], list[int]]] = {}
+        plans: dict[int, tuple[Any, Any, list[int], list[int], tuple[int, int]]] = {}
         paged_rows = 0
+        facts = self._facts
+        assert facts is not None  # read with the footer
         for index in fields:
-            leaf = (self._leaves or {}).get(index)
+            leaf = facts.leaves.get(index)
             if leaf is None:
                 continue
             chunk = row_group.columns[leaf]
             if not chunk.offset_index_offset or not chunk.offset_index_length:
                 continue
-            offsets = self._offset_index(chunk)
+            offsets = facts.offsets.get((group, leaf))
+            if offsets is None:
+                offsets = facts.offsets[(group, leaf)] = self._offset_index(chunk)
             starts = self._page_starts(offsets, n)
             if starts is None:
                 return None
             chosen = sorted({bisect.bisect_right(starts, r) - 1 for r in wanted})
-            plans[index] = (chunk, offsets, starts, chosen)
+            plans[index] = (chunk, offsets, starts, chosen, (group, leaf))
             paged_rows += sum(starts[p + 1] - starts[p] for p in chosen)
         if not plans or paged_rows >= MAX_PAGED_SHARE * n * len(plans):
             return None
@@ -162,8 +212,10 @@ class PageReader:
         for index in fields:
             field = arrow_schema.field(index)
             if index in plans:
-                chunk, offsets, starts, chosen = plans[index]
-                columns.append(self._paged(footer, chunk, offsets, starts, chosen, field))
+                chunk, offsets, starts, chosen, (group, leaf) = plans[index]
+                checked = facts.checked.setdefault((group, leaf), set())
+                columns.append(self._paged(footer, chunk, offsets, starts, chosen, field,
+                                           checked))
             else:
                 columns.append(self._whole(group, whole_paths(index), n))
         return _batches(columns, wanted, first, batch_size)
@@ -183,8 +235,10 @@ class PageReader:
         return starts
 
     def _paged(self, footer: Any, chunk: Any, offsets: Any, starts: list[int],
-               chosen: list[int], field: pa.Field) -> _Column:
-        """One column's chosen pages, decoded by pyarrow from a file made of them."""
+               chosen: list[int], field: pa.Field, checked: set[int]) -> _Column:
+        """One column's chosen pages, decoded by pyarrow from a file made of them.
+        `checked`: the pages whose headers were found to agree with the index before
+        (not decoded again); those checked now are added."""
         thrift = parquet_thrift()
         meta = chunk.meta_data
         locations = offsets.page_locations
@@ -194,16 +248,19 @@ class PageReader:
         if locations[0].offset < chunk_start:
             raise ValueError("the first data page starts before its column chunk")
         _check_tiling(locations, chunk_end)
-        for page in {0, len(locations) - 1} - set(chosen):  # a shifted index shows at its ends
-            head = self._read(locations[page].offset,
+        for page in {0, len(locations) - 1} - set(chosen) - checked:  # a shifted index
+            head = self._read(locations[page].offset,                     # shows at its ends
                               min(_HEADER_BYTES, locations[page].compressed_page_size))
             _check_page_rows(thrift, head, starts[page + 1] - starts[page])
+            checked.add(page)
         prefix = b""
         if chunk_start < locations[0].offset:  # the dictionary page
             prefix = self._read(chunk_start, locations[0].offset - chunk_start)
-            header = thrift.decode(thrift.module.PageHeader(), prefix)
-            if header.type != thrift.module.PageType.DICTIONARY_PAGE:
-                raise ValueError("bytes before the first data page are no dictionary")
+            if _DICTIONARY not in checked:
+                header = thrift.decode(thrift.module.PageHeader(), prefix)
+                if header.type != thrift.module.PageType.DICTIONARY_PAGE:
+                    raise ValueError("bytes before the first data page are no dictionary")
+                checked.add(_DICTIONARY)
         pages = bytearray()
         runs: list[_Run] = []
         rows = 0
@@ -214,7 +271,9 @@ class PageReader:
                 raise ValueError("a page outside its column chunk")
             data = self._read(location.offset, location.compressed_page_size)
             count = starts[page + 1] - starts[page]
-            _check_page_rows(thrift, data, count)
+            if page not in checked:
+                _check_page_rows(thrift, data, count)
+                checked.add(page)
             if runs and runs[-1].end == starts[page]:
                 runs[-1] = _Run(runs[-1].start, starts[page + 1], runs[-1].offset)
             else:

@@ -7,6 +7,7 @@ rows, read by page commit by commit, replays to Iceberg Java's snapshots."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 from decimal import Decimal
@@ -99,6 +100,25 @@ def test_rows_read_by_page_are_the_whole_reads(tmp_path, monkeypatch, write):
         assert all(row == whole[p] for p, row in found.items())  # every row it gave is right
         assert len(found) < ROWS  # not the whole file
     assert pages, "no column was read by page"
+
+
+def test_a_file_read_again_decodes_no_thrift_and_gives_the_same_rows(tmp_path, monkeypatch):
+    """Its footer, OffsetIndexes and checked page headers are kept by the process."""
+    path = tmp_path / "f.parquet"
+    table = _write(path, {})
+    thrift = parquet_pages.parquet_thrift()
+    decoded = []
+    counting = dataclasses.replace(
+        thrift, decode=lambda *a: decoded.append(1) or thrift.decode(*a))
+    monkeypatch.setattr(parquet_pages, "parquet_thrift", lambda: counting)
+    rows = [5, 1_500, 2_990]
+    first = _read(path, rows)
+    assert decoded, "the first read decoded no page metadata"
+    decoded.clear()
+    again = _read(path, rows)
+    assert again == first and not decoded
+    whole = table.to_pylist()
+    assert all(again[r] == whole[r] for r in rows)
 
 
 def test_a_selection_of_columns_and_the_batch_schema_are_the_whole_reads(tmp_path):
