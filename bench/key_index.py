@@ -66,8 +66,11 @@ SERIES = (("scan", "scan"), ("plain", "changes, no index"),
 def plot(shape: str, path: Path = FIGURE) -> list[int]:
     """Seconds against table rows (log-log) of every mode this bench has results for at
     the shape's sizes, and of bench/pages.py's DV commit where it ran; the sizes drawn."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        print("no plot: matplotlib is in the bench extra (pip install -e '.[bench]')")
+        return []
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -48,6 +48,7 @@ LOCK = "lock"
 FORMAT = 1
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".arrow"
+_CRC_CHUNK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class IndexStore:
             raise KeyIndexDamagedError(f"{name}: {error}") from error
         if mapped.size() != segment.bytes:
             raise KeyIndexDamagedError(f"{name} has {mapped.size()} bytes, not {segment.bytes}")
-        if zlib.crc32(memoryview(mapped.read_buffer())) != segment.crc32:
+        if _crc32(path) != segment.crc32:
             raise KeyIndexDamagedError(f"{name} does not match its CRC-32")
         try:
             reader = pa.ipc.open_file(mapped)
@@ -203,7 +204,7 @@ class IndexStore:
             for batch in batches:
                 writer.write_batch(batch)
         mapped = pa.memory_map(str(temporary))
-        segment = SegmentEntry(mapped.size(), zlib.crc32(memoryview(mapped.read_buffer())),
+        segment = SegmentEntry(mapped.size(), _crc32(temporary),
                                sum(b.num_rows for b in batches))
         os.replace(temporary, path)
         self._segments[(name, segment.crc32)] = pa.ipc.open_file(mapped)
@@ -218,6 +219,18 @@ class IndexStore:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def _crc32(path: Path) -> int:
+    """The file's CRC-32, read a chunk at a time: through the memory map, every page of the
+    index would count in the process's resident memory (2.3 GiB at 200M rows)."""
+    crc = 0
+    chunk = bytearray(_CRC_CHUNK)
+    view = memoryview(chunk)
+    with open(path, "rb", buffering=0) as file:
+        while read := file.readinto(chunk):
+            crc = zlib.crc32(view[:read], crc)
+    return crc
 
 
 def _write_atomically(path: Path, data: bytes | memoryview) -> None:
