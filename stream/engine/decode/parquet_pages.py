@@ -24,7 +24,7 @@ the row group whole, as before, so this is never the reason for a wrong row):
   fewer than `MIN_PAGED_GROUP_ROWS` rows, it is read whole: page reads would buy little.
 
 What was decoded and checked of a file (its footer, OffsetIndexes, the pages whose
-headers agreed with them) is kept per process (`_FileFacts`, the last `KEPT_FILES` files,
+headers agreed with them) is kept per process (`FileFacts`, the last `KEPT_FILES` files,
 by path and size: data files never change), so a reader that comes back to a file (a
 stream, the service, each commit of an upsert job reaching the same older files) decodes
 no Thrift for it again.
@@ -38,17 +38,15 @@ from __future__ import annotations
 
 import bisect
 import copy
-import dataclasses
 import itertools
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from meltwater.stream.engine.decode.page_metadata import FileFacts, facts_of, keep
 from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift
 
 # Read by page only while the pages needed hold less than this share of the row group.
@@ -67,37 +65,6 @@ _TAIL = struct.Struct("<I4s")
 # (offset, length) -> the bytes; pyarrow's NativeFile.read_at, or a seek and a read
 ReadRange = Callable[[int, int], bytes]
 _DICTIONARY = -1  # in a chunk's checked pages: its dictionary page was found to be one
-KEPT_FILES = 4096  # files whose decoded page metadata a process keeps (a few KiB a column)
-
-
-@dataclass
-class _FileFacts:
-    """What was decoded and checked of one file's page metadata."""
-
-    footer: Any
-    leaves: dict[int, int]  # top-level field index -> leaf index
-    offsets: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict)
-    # (group, leaf) -> the pages whose headers agreed with the OffsetIndex
-    checked: dict[tuple[int, int], set[int]] = dataclasses.field(default_factory=dict)
-
-
-_kept: OrderedDict[tuple[str, int], _FileFacts] = OrderedDict()
-_kept_lock = threading.Lock()
-
-
-def _facts_of(key: tuple[str, int]) -> _FileFacts | None:
-    with _kept_lock:
-        facts = _kept.get(key)
-        if facts is not None:
-            _kept.move_to_end(key)
-        return facts
-
-
-def _keep(key: tuple[str, int], facts: _FileFacts) -> None:
-    with _kept_lock:
-        _kept[key] = facts
-        while len(_kept) > KEPT_FILES:
-            _kept.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -129,7 +96,7 @@ class PageReader:
         self._size = file_size
         self._file = file  # the pyarrow ParquetFile: whole column reads and the Arrow schema
         self._key = None if path is None else (path, file_size)  # what the process keeps
-        self._facts: _FileFacts | None = None
+        self._facts: FileFacts | None = None
         self._usable = True
 
     def read(self, group: int, first: int, fields: Sequence[int],
@@ -154,7 +121,7 @@ class PageReader:
         if not self._usable:
             return None
         if self._facts is None:
-            facts = None if self._key is None else _facts_of(self._key)
+            facts = None if self._key is None else facts_of(self._key)
             if facts is None:
                 try:
                     facts = self._read_footer()
@@ -162,11 +129,11 @@ class PageReader:
                     self._usable = False
                     return None
                 if self._key is not None:
-                    _keep(self._key, facts)
+                    keep(self._key, facts)
             self._facts = facts
         return self._facts.footer
 
-    def _read_footer(self) -> _FileFacts:
+    def _read_footer(self) -> FileFacts:
         if self._size < 12:
             raise ValueError("too short")
         length, magic = _TAIL.unpack(self._read(self._size - 8, 8))
@@ -175,7 +142,7 @@ class PageReader:
         thrift = parquet_thrift()
         footer = thrift.decode(thrift.module.FileMetaData(),
                                self._read(self._size - 8 - length, length))
-        return _FileFacts(footer, _top_level_leaves(footer.schema))
+        return FileFacts(footer, _top_level_leaves(footer.schema))
 
     # -- one row group -----------------------------------------------------------------------
 
