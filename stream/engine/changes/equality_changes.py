@@ -244,14 +244,17 @@ class EqualityRows:
 
         changed: list[FileChanges] = []
         runs: dict[str, tuple[DataFileRef, pa.RecordBatch]] = {}
-        for ref, (found, run) in zip(reached, each_in_order(reached, resolve,
-                                                            ahead=len(reached)), strict=True):
+        # results are a few positions, read all ahead; while runs are built (12 bytes a
+        # key), a thread's worth ahead, so what waits for a segment stays bounded
+        ahead = len(reached) if indexed is None or not hits.missing else None
+        for ref, (found, run) in zip(reached, each_in_order(reached, resolve, ahead=ahead),
+                                     strict=True):
             if found is not None:
                 changed.append(found)
             if run is not None and indexed is not None:
                 runs[ref.file.file_path] = (ref, run)
                 if sum(r.num_rows for _, r in runs.values()) >= ADD_EVERY_ROWS:
-                    indexed.add(runs, reached)  # a segment at a time: memory stays bounded
+                    indexed.add(runs, reached)  # a segment at a time
                     runs = {}
         if runs and indexed is not None:
             indexed.add(runs, reached)
