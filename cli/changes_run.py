@@ -4,6 +4,7 @@ Spark (its parser is in `change_commands`)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import pyarrow as pa
@@ -60,6 +61,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
     """`meltwater changes`: write a table's change rows in a range, in the format asked for."""
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be zero or more")
+    if args.key_index_dir and os.path.exists(args.key_index_dir) \
+            and not os.path.isdir(args.key_index_dir):
+        raise UsageError(f"--key-index-dir {args.key_index_dir}: not a directory")
     feed = change_feed(load_table(table_source_of(args)), range_request(args), row_options(args),
                        key_index_dir=None if args.no_key_index
                        else args.key_index_dir or default_index_root())

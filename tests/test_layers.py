@@ -115,7 +115,7 @@ ROOMS = {
 }
 ROOT_MODULES = {
     "meltwater.planner": {"errors", "str_enum"},
-    "meltwater.stream.engine": set(),
+    "meltwater.stream.engine": {"local_cache"},
 }
 
 

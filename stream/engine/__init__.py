@@ -9,5 +9,6 @@ Spark-free and watcher-free. Five rooms, each importing only the rooms below it
 - `scans/`: scan tasks read through projection, deletes and residual filters;
 - `changes/`: change tasks read into change rows (INSERT, DELETE, UPDATE_BEFORE/AFTER).
 
-It only reads: the files the CLI writes are `meltwater.output`'s.
+At its root, `local_cache` (where meltwater keeps what it builds on this machine) serves
+every room. It only reads: the files the CLI writes are `meltwater.output`'s.
 """

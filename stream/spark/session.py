@@ -29,17 +29,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from meltwater.stream.engine.local_cache import cache_root
+
 # Settings every local session of meltwater's gets unless its caller sets them otherwise.
 # Python workers (and a streaming source's per-query process) send Arrow batches to the JVM
 # over a Unix domain socket instead of TCP on loopback: about 7% less time per micro-batch
 # of the streaming benchmark (bench/README.md). Spark's default is TCP.
 LOCAL_SESSION_CONF: dict[str, str] = (
     {"spark.python.unix.domain.socket.enabled": "true"} if os.name == "posix" else {})
-
-
-def _cache_root() -> Path:
-    root = os.environ.get("MELTWATER_CACHE") or Path.home() / ".cache" / "meltwater"
-    return Path(root)
 
 
 def local_spark_home() -> str | None:
@@ -56,7 +53,7 @@ def local_spark_home() -> str | None:
     if not (source / "python" / "lib" / "pyspark.zip").exists():
         return None
     key = hashlib.sha256(f"{source}:{pyspark.__version__}".encode()).hexdigest()[:12]
-    home = _cache_root() / f"spark-home-{key}"
+    home = cache_root() / f"spark-home-{key}"
     if (home / "jars").exists():
         return str(home)
     try:

@@ -244,6 +244,7 @@ class EqualityRows:
 
         changed: list[FileChanges] = []
         runs: dict[str, tuple[DataFileRef, pa.RecordBatch]] = {}
+        pending = 0  # the rows of `runs`
         # results are a few positions, read all ahead; while runs are built (12 bytes a
         # key), a thread's worth ahead, so what waits for a segment stays bounded
         ahead = len(reached) if indexed is None or not hits.missing else None
@@ -253,9 +254,10 @@ class EqualityRows:
                 changed.append(found)
             if run is not None and indexed is not None:
                 runs[ref.file.file_path] = (ref, run)
-                if sum(r.num_rows for _, r in runs.values()) >= ADD_EVERY_ROWS:
+                pending += run.num_rows
+                if pending >= ADD_EVERY_ROWS:
                     indexed.add(runs, reached)  # a segment at a time
-                    runs = {}
+                    runs, pending = {}, 0
         if runs and indexed is not None:
             indexed.add(runs, reached)
         return changed

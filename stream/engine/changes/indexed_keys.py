@@ -13,7 +13,6 @@ before: the index only ever narrows where rows are looked for, never decides liv
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,8 +26,6 @@ from meltwater.stream.engine.deletes.equality_keys import EqualityKeySet
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 from meltwater.stream.engine.keys.key_index import IndexHits, KeyIndex
 from meltwater.stream.engine.keys.key_runs import indexable, sorted_run
-
-log = logging.getLogger(__name__)
 
 ADD_EVERY_ROWS = 8_000_000  # runs of new files written a segment at a time (12 bytes a row)
 
@@ -64,13 +61,10 @@ class IndexedKeys:
 
     def add(self, runs: dict[str, tuple[DataFileRef, pa.RecordBatch]],
             reached: Sequence[DataFileRef]) -> None:
-        """Add the runs of files the index lacked (path -> (file, run)), as one segment;
-        the index is a cache: failing to write it is said, not raised."""
-        try:
-            self.index.add({path: (ref.file, run) for path, (ref, run) in runs.items()},
-                           used=[ref.file.file_path for ref in reached])
-        except OSError as error:
-            log.warning("key index %s not updated: %s", self.index.store.directory, error)
+        """Add the runs of files the index lacked (path -> (file, run)), as one segment
+        (failing to write it is said once, not raised: `KeyIndex.add`)."""
+        self.index.add({path: (ref.file, run) for path, (ref, run) in runs.items()},
+                       used=[ref.file.file_path for ref in reached])
 
 
 def indexed_keys(loader: DeleteLoader, projection: Schema, key_ids: Sequence[int],

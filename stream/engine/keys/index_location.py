@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from meltwater.stream.engine.local_cache import cache_root
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -23,10 +25,7 @@ def default_index_root() -> Path:
     """Where key indexes are kept unless a reader is told: $MELTWATER_KEY_INDEX_DIR, else
     `key-index/` under meltwater's cache ($MELTWATER_CACHE, else ~/.cache/meltwater)."""
     given = os.environ.get("MELTWATER_KEY_INDEX_DIR")
-    if given:
-        return Path(given)
-    cache = os.environ.get("MELTWATER_CACHE")
-    return (Path(cache) if cache else Path.home() / ".cache" / "meltwater") / "key-index"
+    return Path(given) if given else cache_root() / "key-index"
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ class IndexStore:
         self._catalog: Catalog | None = None
         self._catalog_stamp: tuple[int, int, int] | None = None
         self._segments: dict[tuple[str, int], pa.ipc.RecordBatchFileReader] = {}
+        self._said_unusable = False
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -134,7 +135,11 @@ class IndexStore:
         path = self.directory / CATALOG
         try:
             stat = path.stat()
-        except FileNotFoundError:
+        except OSError as error:  # none yet, or a directory that cannot hold one
+            if not isinstance(error, FileNotFoundError) and not self._said_unusable:
+                self._said_unusable = True
+                log.warning("key index %s unusable (%s); reading key columns instead",
+                            self.directory, error)
             self._catalog, self._catalog_stamp = None, None
             return Catalog(dict(self.identity))
         stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)

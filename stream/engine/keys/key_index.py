@@ -64,6 +64,7 @@ class KeyIndex:
         self.damaged = 0  # runs found damaged (then treated as missing), for tests and stats
         self.files_found = 0  # files a lookup answered for, and those it reported missing
         self.files_missing = 0
+        self._said_unwritable = False
 
     def lookup(self, files: Sequence[DataFile], needles: pa.Array) -> IndexHits:
         """The rows of `files` whose key is one of `needles` (distinct, sorted, no nulls,
@@ -99,7 +100,17 @@ class KeyIndex:
         """Add the runs of data files (path -> (file, run)) in one new segment, and mark
         the files in `used` as just used. Beyond `max_bytes` the least recently used runs
         leave the index; segments mostly unnamed are rewritten. A run whose segment turns
-        out damaged is left out, to be read again."""
+        out damaged is left out, to be read again. The index is a cache: a directory that
+        cannot be written (read-only, full, under a file) is said once, not raised."""
+        try:
+            self._add(runs, used)
+        except OSError as error:
+            if not self._said_unwritable:
+                self._said_unwritable = True
+                log.warning("key index %s not updated: %s", self.store.directory, error)
+
+    def _add(self, runs: Mapping[str, tuple[DataFile, pa.RecordBatch]],
+             used: Sequence[str]) -> None:
         with self._lock, self.store.locked() as current:
             generation = current.generation + 1
             files = {path: entry for path, entry in current.files.items()
@@ -113,22 +124,19 @@ class KeyIndex:
             carried = _carried(files, current)
             batches = [run for _, run in runs.values()]
             batches += [self.store.run(files[path], current) for path in carried]
-            catalog = Catalog(current.identity, generation,
-                              {name: current.segments[name]
-                               for name in {e.segment for e in files.values()}},
-                              files)
+            segments = dict(current.segments)
             if batches:
-                name, segment = self.store.write_segment(batches)
-                catalog.segments[name] = segment
+                name, segments[name] = self.store.write_segment(batches)
                 sources = [file for file, _ in runs.values()]
                 for i, file in enumerate(sources):
-                    catalog.files[file.file_path] = RunEntry(
+                    files[file.file_path] = RunEntry(
                         name, i, file.record_count, file.file_size_in_bytes, generation)
                 for j, path in enumerate(carried, start=len(sources)):
-                    catalog.files[path] = _moved(files[path], name, j)
-                catalog.segments = {n: s for n, s in catalog.segments.items()
-                                    if any(e.segment == n for e in catalog.files.values())}
-            self.store.commit(catalog)
+                    files[path] = _moved(files[path], name, j)
+            named = {entry.segment for entry in files.values()}  # the others are removed
+            self.store.commit(Catalog(current.identity, generation,
+                                      {n: s for n, s in segments.items() if n in named},
+                                      files))
 
     def _readable(self, catalog: Catalog, entry: RunEntry) -> bool:
         try:

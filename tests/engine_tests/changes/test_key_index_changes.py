@@ -130,3 +130,25 @@ def test_the_cli_keeps_the_index_by_default_and_none_when_told(corpus, tmp_path)
     assert list((tmp_path / "given").rglob("catalog.json"))
     both = _cli(*argv, "--no-key-index", "--key-index-dir", str(tmp_path))
     assert both.returncode == 2 and "not allowed with" in both.stderr
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    refused = _cli(*argv, "--key-index-dir", str(a_file))
+    assert refused.returncode == 2 and not refused.stdout
+    assert refused.stderr.strip().splitlines() == [
+        f"meltwater: --key-index-dir {a_file}: not a directory"]
+
+
+def test_an_index_directory_that_cannot_be_used_is_read_past(corpus, tmp_path, caplog):
+    """The index is a cache: a root under a file (as a default in a read-only or odd home
+    would be) costs the key columns' reads and a warning, never rows or the read."""
+    scenario = corpus.scenarios["equality_global"]
+    table = load_table(scenario.location)
+    (tmp_path / "a-file").write_text("")
+    for parent, child in live_ranges(scenario, table.metadata):
+        indexed = meltwater.stream.changes(table, from_snapshot_id=parent,
+                                           to_snapshot_id=child,
+                                           key_index_dir=tmp_path / "a-file").read_all()
+        plain = meltwater.stream.changes(table, from_snapshot_id=parent,
+                                         to_snapshot_id=child).read_all()
+        assert _rows(indexed) == _rows(plain)
+    assert "unusable" in caplog.text and "not updated" in caplog.text
