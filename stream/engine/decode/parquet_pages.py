@@ -62,8 +62,9 @@ _HEADER_BYTES = 16 * 1024
 _MAGIC = b"PAR1"
 _TAIL = struct.Struct("<I4s")
 
-# (offset, length) -> the bytes; pyarrow's NativeFile.read_at, or a seek and a read
-ReadRange = Callable[[int, int], bytes]
+# (offset, length) -> the bytes (or a pyarrow Buffer: no copy is made of what a read gives);
+# pyarrow's NativeFile.read_at, or a seek and a read
+ReadRange = Callable[[int, int], "bytes | pa.Buffer"]
 _DICTIONARY = -1  # in a chunk's checked pages: its dictionary page was found to be one
 
 
@@ -136,12 +137,12 @@ class PageReader:
     def _read_footer(self) -> FileFacts:
         if self._size < 12:
             raise ValueError("too short")
-        length, magic = _TAIL.unpack(self._read(self._size - 8, 8))
+        length, magic = _TAIL.unpack(bytes(self._read(self._size - 8, 8)))
         if magic != _MAGIC or length + 12 > self._size:
             raise ValueError("no plain footer")  # PARE: an encrypted footer
         thrift = parquet_thrift()
         footer = thrift.decode(thrift.module.FileMetaData(),
-                               self._read(self._size - 8 - length, length))
+                               bytes(self._read(self._size - 8 - length, length)))
         return FileFacts(footer, _top_level_leaves(footer.schema))
 
     # -- one row group -----------------------------------------------------------------------
@@ -190,7 +191,8 @@ class PageReader:
     def _offset_index(self, chunk: Any) -> Any:
         thrift = parquet_thrift()
         return thrift.decode(thrift.module.OffsetIndex(),
-                             self._read(chunk.offset_index_offset, chunk.offset_index_length))
+                             bytes(self._read(chunk.offset_index_offset,
+                                              chunk.offset_index_length)))
 
     def _page_starts(self, offsets: Any, rows: int) -> list[int] | None:
         """Each page's first row (an `OffsetIndex`'s), then the row group's row count; None
@@ -220,15 +222,19 @@ class PageReader:
                               min(_HEADER_BYTES, locations[page].compressed_page_size))
             _check_page_rows(thrift, head, starts[page + 1] - starts[page])
             checked.add(page)
-        prefix = b""
+        parts: list[bytes | pa.Buffer] = [_MAGIC]  # the file's bytes, joined once (below)
+        prefix = 0
         if chunk_start < locations[0].offset:  # the dictionary page
-            prefix = self._read(chunk_start, locations[0].offset - chunk_start)
+            dictionary = self._read(chunk_start, locations[0].offset - chunk_start)
             if _DICTIONARY not in checked:
-                header = thrift.decode(thrift.module.PageHeader(), prefix)
+                header = thrift.decode(thrift.module.PageHeader(),
+                                       bytes(memoryview(dictionary)[:_HEADER_BYTES]))
                 if header.type != thrift.module.PageType.DICTIONARY_PAGE:
                     raise ValueError("bytes before the first data page are no dictionary")
                 checked.add(_DICTIONARY)
-        pages = bytearray()
+            parts.append(dictionary)
+            prefix = len(dictionary)
+        size = 4 + prefix
         runs: list[_Run] = []
         rows = 0
         for page in chosen:
@@ -245,11 +251,10 @@ class PageReader:
                 runs[-1] = _Run(runs[-1].start, starts[page + 1], runs[-1].offset)
             else:
                 runs.append(_Run(starts[page], starts[page + 1], rows))
-            pages += data
+            parts.append(data)
+            size += len(data)
             rows += count
-        body = _MAGIC + prefix + pages
-        decoded = _decode_one_column(thrift, footer, chunk, len(prefix), len(body) - 4, rows,
-                                     body)
+        decoded = _decode_one_column(thrift, footer, chunk, prefix, size - 4, rows, parts)
         if len(decoded) != rows:
             raise ValueError("the pages decoded to other row counts")
         if decoded.type != field.type:
@@ -308,9 +313,9 @@ def _check_tiling(locations: list[Any], chunk_end: int) -> None:
         raise ValueError("the OffsetIndex's pages do not end the column chunk")
 
 
-def _check_page_rows(thrift: Any, data: bytes, rows: int) -> None:
+def _check_page_rows(thrift: Any, data: bytes | pa.Buffer, rows: int) -> None:
     """The page's own header must count `rows` rows (a flat column: a value or null each)."""
-    header = thrift.decode(thrift.module.PageHeader(), data)
+    header = thrift.decode(thrift.module.PageHeader(), bytes(memoryview(data)[:_HEADER_BYTES]))
     kind = header.type
     if kind == thrift.module.PageType.DATA_PAGE:
         counted = header.data_page_header.num_values
@@ -323,9 +328,10 @@ def _check_page_rows(thrift: Any, data: bytes, rows: int) -> None:
 
 
 def _decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: int,
-                       rows: int, body: bytes) -> pa.Array:
+                       rows: int, body: list[bytes | pa.Buffer]) -> pa.Array:
     """What pyarrow decodes from `body` (the magic, a dictionary page of `prefix` bytes, data
-    pages) behind a footer for that one column."""
+    pages, `size` bytes after the magic) behind a footer for that one column. The parts are
+    joined once: copies of a column's pages cost as much as decoding them."""
     meta = copy.copy(chunk.meta_data)
     meta.dictionary_page_offset = 4 if prefix else None
     meta.data_page_offset = 4 + prefix
@@ -347,9 +353,9 @@ def _decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: 
     raw = thrift.encode(metadata)
     import pyarrow.parquet as pq
 
-    file = bytes(body) + raw + struct.pack("<I", len(raw)) + _MAGIC
-    table = pq.ParquetFile(pa.BufferReader(file)).read()
-    return table.column(0).combine_chunks()
+    file = b"".join([*body, raw, struct.pack("<I", len(raw)), _MAGIC])
+    column = pq.ParquetFile(pa.BufferReader(file)).read(use_threads=False).column(0)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _schema_position(schema: list[Any], chunk: Any) -> int:
@@ -413,9 +419,8 @@ def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple
 def read_range_of(handle: Any) -> ReadRange:
     """How to read a range of an open file: pyarrow's `read_at`, else a seek and a read."""
     if isinstance(handle, pa.NativeFile):
-        def read_at(offset: int, length: int) -> bytes:
-            data = handle.read_at(length, offset)  # bytes, or a Buffer for some files
-            return data if isinstance(data, bytes) else data.to_pybytes()
+        def read_at(offset: int, length: int) -> bytes | pa.Buffer:
+            return handle.read_at(length, offset)  # bytes, or a Buffer for some files
 
         return read_at
 
