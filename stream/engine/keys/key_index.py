@@ -35,8 +35,9 @@ from meltwater.stream.engine.keys.index_store import (
     Catalog,
     IndexStore,
     RunEntry,
+    StoredRun,
+    moved,
 )
-from meltwater.stream.engine.keys.key_runs import find
 from meltwater.stream.errors import KeyIndexDamagedError
 
 log = logging.getLogger(__name__)
@@ -74,21 +75,22 @@ class KeyIndex:
         with self._lock:
             catalog = self.store.catalog()
             for file in files:
-                run = self._run(catalog, file)
-                if run is None:
+                hits = self._find(catalog, file, needles)
+                if hits is None:
                     missing.append(file)
                 else:
-                    found[file.file_path] = find(run, needles)
+                    found[file.file_path] = hits
             self.files_found += len(found)
             self.files_missing += len(missing)
         return IndexHits(found, tuple(missing))
 
-    def _run(self, catalog: Catalog, file: DataFile) -> pa.RecordBatch | None:
+    def _find(self, catalog: Catalog, file: DataFile, needles: pa.Array
+              ) -> tuple[pa.Array, pa.Array] | None:
         entry = catalog.files.get(file.file_path)
         if entry is None or not _describes(entry, file):
             return None
         try:
-            return self.store.run(entry, catalog)
+            return self.store.run(entry, catalog).find(needles)
         except KeyIndexDamagedError as error:
             self.damaged += 1
             log.warning("key index %s: %s; re-indexing %s", self.store.directory, error,
@@ -118,34 +120,55 @@ class KeyIndex:
             for path in used:
                 entry = files.get(path)
                 if entry is not None:
-                    files[path] = _used(entry, generation)
+                    files[path] = moved(entry, used=generation)
             files = _within(files, current, self.max_bytes
                             - sum(run.nbytes for _, run in runs.values()))
-            carried = _carried(files, current)
+            copies: dict[str, pa.RecordBatch] = {}  # runs read whole to be carried
+            carried = [path for path in _carried(files, current)
+                       if self._copied(current, files.pop(path), path, files, copies)]
             batches = [run for _, run in runs.values()]
-            batches += [self.store.run(files[path], current) for path in carried]
+            batches += [copies[path] for path in carried]
             segments = dict(current.segments)
             if batches:
                 name, segments[name] = self.store.write_segment(batches)
-                sources = [file for file, _ in runs.values()]
-                for i, file in enumerate(sources):
+                for i, (file, run) in enumerate(runs.values()):
                     files[file.file_path] = RunEntry(
-                        name, i, file.record_count, file.file_size_in_bytes, generation)
-                for j, path in enumerate(carried, start=len(sources)):
-                    files[path] = _moved(files[path], name, j)
+                        name, i, file.record_count, file.file_size_in_bytes, generation,
+                        run.num_rows)
+                for j, path in enumerate(carried, start=len(runs)):
+                    files[path] = moved(files[path], segment=name, batch=j)
             named = {entry.segment for entry in files.values()}  # the others are removed
             self.store.commit(Catalog(current.identity, generation,
                                       {n: s for n, s in segments.items() if n in named},
                                       files))
 
     def _readable(self, catalog: Catalog, entry: RunEntry) -> bool:
+        return self._stored(catalog, entry) is not None
+
+    def _copied(self, catalog: Catalog, entry: RunEntry, path: str,
+                files: dict[str, RunEntry], copies: dict[str, pa.RecordBatch]) -> bool:
+        """Whether a run could be read whole into `copies`, every block checked (a copy
+        gets new CRC-32s, which would hide damage), to move into a new segment; put back
+        in `files` when it could."""
+        stored = self._stored(catalog, entry)
+        if stored is None:
+            return False
         try:
-            self.store.run(entry, catalog)
+            copies[path] = stored.whole()
+        except KeyIndexDamagedError as error:
+            self.damaged += 1
+            log.warning("key index %s: %s; dropping its run", self.store.directory, error)
+            return False
+        files[path] = entry
+        return True
+
+    def _stored(self, catalog: Catalog, entry: RunEntry) -> StoredRun | None:
+        try:
+            return self.store.run(entry, catalog)
         except KeyIndexDamagedError as error:
             self.damaged += 1
             log.warning("key index %s: %s; dropping its runs", self.store.directory, error)
-            return False
-        return True
+            return None
 
 
 def _describes(entry: RunEntry, file: DataFile) -> bool:
@@ -154,21 +177,13 @@ def _describes(entry: RunEntry, file: DataFile) -> bool:
     return entry.rows == file.record_count and entry.file_bytes == file.file_size_in_bytes
 
 
-def _used(entry: RunEntry, generation: int) -> RunEntry:
-    return RunEntry(entry.segment, entry.batch, entry.rows, entry.file_bytes, generation)
-
-
-def _moved(entry: RunEntry, segment: str, batch: int) -> RunEntry:
-    return RunEntry(segment, batch, entry.rows, entry.file_bytes, entry.used)
-
-
 def _within(files: dict[str, RunEntry], catalog: Catalog, budget: int
             ) -> dict[str, RunEntry]:
     """The entries kept under `budget` bytes, the most recently used first (a run's bytes
     counted as its share of its segment's)."""
     def size(entry: RunEntry) -> int:
         segment = catalog.segments[entry.segment]
-        return segment.bytes * entry.rows // max(segment.rows, 1)
+        return (segment.bytes + segment.blocks_bytes) * entry.run_rows // max(segment.rows, 1)
 
     kept: dict[str, RunEntry] = {}
     for path, entry in sorted(files.items(), key=lambda item: -item[1].used):
@@ -184,7 +199,7 @@ def _carried(files: dict[str, RunEntry], catalog: Catalog) -> list[str]:
     hold less than `MERGE_BELOW` of their rows."""
     named: dict[str, int] = {}
     for entry in files.values():
-        named[entry.segment] = named.get(entry.segment, 0) + entry.rows
+        named[entry.segment] = named.get(entry.segment, 0) + entry.run_rows
     sparse = {name for name, rows in named.items()
               if rows < MERGE_BELOW * catalog.segments[name].rows}
     return sorted(path for path, entry in files.items() if entry.segment in sparse)

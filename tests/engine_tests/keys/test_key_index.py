@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from meltwater.planner.spec.files import DataFile, FileContent
-from meltwater.stream.engine.keys import index_store
+from meltwater.stream.engine.keys import index_store, key_blocks
 from meltwater.stream.engine.keys.index_store import IndexStore
 from meltwater.stream.engine.keys.key_index import KeyIndex
 from meltwater.stream.engine.keys.key_runs import find, indexable, sorted_run
@@ -217,3 +217,75 @@ def test_a_writer_killed_before_its_catalog_leaves_the_old_index_usable(tmp_path
     assert {p.name for p in tmp_path.glob("seg-*")} == named
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert os.environ.get("MELTWATER_KEY_INDEX_DIR")  # the suite keeps indexes apart
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lookups_through_blocks_find_what_whole_runs_find(tmp_path, monkeypatch, seed):
+    """Blocks of 4 rows, keys repeated across their edges: a reader that checks and searches
+    only the candidate blocks (`key_blocks`) finds exactly what a search of the whole run
+    finds, strings as integers."""
+    monkeypatch.setattr(key_blocks, "BLOCK_ROWS", 4)
+    rng = random.Random(seed)
+    for kind, make in ((pa.int64(), lambda: rng.randrange(30)),
+                       (pa.string(), lambda: f"k{rng.randrange(30):02d}")):
+        directory = tmp_path / f"{seed}-{kind}"
+        keys = [make() for _ in range(rng.randrange(1, 90))]
+        file = _file("a.parquet", len(keys))
+        store = IndexStore(directory, {**IDENTITY, "key_type": str(kind)})
+        KeyIndex(store).add({"a.parquet": (file, sorted_run(pa.array(keys, kind)))})
+        reader = KeyIndex(IndexStore(directory, {**IDENTITY, "key_type": str(kind)}))
+        for _ in range(6):
+            needles = sorted({make() for _ in range(rng.randrange(1, 8))})
+            hits = reader.lookup([file], pa.array(needles, kind))
+            positions, found = hits.found["a.parquet"]
+            assert list(zip(positions.to_pylist(), found.to_pylist(), strict=True)) == \
+                _expected(keys, needles)
+        assert reader.damaged == 0
+
+
+def _flip_in_column(segment: Path, column: int, row: int, width: int) -> None:
+    """Flip one bit of one value of the first run's column, found through Arrow's own
+    reading of the file (where the value's bytes are)."""
+    data = pa.py_buffer(segment.read_bytes())
+    run = pa.ipc.open_file(pa.BufferReader(data)).get_batch(0)
+    at = run.column(column).buffers()[1].address - data.address + row * width
+    raw = bytearray(data.to_pybytes())
+    raw[at] ^= 0x01
+    segment.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize(("column", "width"), [(0, 8), (1, 4)], ids=["key", "position"])
+def test_a_damaged_block_is_found_when_searched_and_never_answers(tmp_path, column, width):
+    """A flipped bit in the keys or positions of one block: a lookup that searches that
+    block reports the file missing (never a wrong position), one that does not search it
+    answers from the blocks it checked, and the damaged run is not copied on."""
+    keys = list(range(0, 10 * key_blocks.BLOCK_ROWS))
+    a, _ = _add(_index(tmp_path), {"a.parquet": keys,
+                                   "c.parquet": list(range(30 * key_blocks.BLOCK_ROWS))})
+    segment = tmp_path / _index(tmp_path).store.catalog().files["a.parquet"].segment
+    damaged_row = 3 * key_blocks.BLOCK_ROWS + 7
+    _flip_in_column(segment, column, damaged_row, width)
+    fresh = _index(tmp_path)
+    far = keys[8 * key_blocks.BLOCK_ROWS]
+    assert _lookup(fresh, [a], [far]) == ({"a.parquet": [(far, far)]}, [])
+    assert _lookup(fresh, [a], [far, keys[damaged_row]]) == ({}, ["a.parquet"])
+    assert fresh.damaged == 1
+    # c evicted, a's segment is sparse: a writer carrying a's run into its new segment
+    # checks it whole first, finds the damage, and drops the run (to be read again)
+    writer = _index(tmp_path)
+    writer.add({}, used=["a.parquet"])
+    writer.max_bytes = writer.store.catalog().nbytes // 2
+    _add(writer, {"b.parquet": [1]})
+    assert set(writer.store.catalog().files) == {"b.parquet"} and writer.damaged == 1
+
+
+def test_a_damaged_blocks_file_is_an_absent_segment(tmp_path):
+    a, = _add(_index(tmp_path), {"a.parquet": [1, 2, 3]})
+    blocks = next(tmp_path.glob(f"{index_store.BLOCKS_PREFIX}*"))
+    data = bytearray(blocks.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    blocks.write_bytes(bytes(data))
+    fresh = _index(tmp_path)
+    assert _lookup(fresh, [a], [2]) == ({}, ["a.parquet"]) and fresh.damaged == 1
+    blocks.unlink()
+    assert _lookup(_index(tmp_path), [a], [2]) == ({}, ["a.parquet"])
