@@ -74,14 +74,20 @@ def block_crc(run: pa.RecordBatch, block: int) -> int:
 
 def candidate_blocks(fences: pa.Array, needles: pa.Array) -> list[int]:
     """The blocks (ascending) that can hold a row whose key is one of `needles` (module
-    doc); none for a needle below the first fence."""
+    doc); none for a needle below the first fence. Computed by Arrow's kernels: a lookup
+    asks this of every run, for every key of the commit."""
     import pyarrow.compute as pc
 
-    below = pc.search_sorted(fences, needles, side="left").to_pylist()
-    through = pc.search_sorted(fences, needles, side="right").to_pylist()
-    blocks: set[int] = set()
-    for low, high in zip(below, through, strict=True):
-        blocks.update(range(max(low - 1, 0), high))
+    below = pc.search_sorted(fences, needles, side="left").cast(pa.int64())
+    through = pc.search_sorted(fences, needles, side="right").cast(pa.int64())
+    first = pc.max_element_wise(pc.subtract(below, 1), 0)
+    span = pc.subtract(through, first)  # blocks a needle can be in: 0, 1 or 2 but for
+    found = [first.filter(pc.greater(span, 0)),  # keys repeated over whole blocks
+             pc.add(first, 1).filter(pc.greater(span, 1))]
+    wide = pc.indices_nonzero(pc.greater(span, 2)).to_pylist()
+    blocks = set(pc.unique(pa.chunked_array(found, pa.int64())).to_pylist())
+    for i in wide:
+        blocks.update(range(first[i].as_py() + 2, through[i].as_py()))
     return sorted(blocks)
 
 

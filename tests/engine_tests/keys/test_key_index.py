@@ -289,3 +289,15 @@ def test_a_damaged_blocks_file_is_an_absent_segment(tmp_path):
     assert _lookup(fresh, [a], [2]) == ({}, ["a.parquet"]) and fresh.damaged == 1
     blocks.unlink()
     assert _lookup(_index(tmp_path), [a], [2]) == ({}, ["a.parquet"])
+
+
+def test_candidate_blocks_are_every_block_a_needle_can_be_in():
+    """Fences [10, 20, 20, 20, 30] (blocks whose first keys they are): a needle below
+    them all is in none; 20, which starts three blocks, can also end the block before."""
+    fences = pa.array([10, 20, 20, 20, 30], pa.int64())
+    assert key_blocks.candidate_blocks(fences, pa.array([5], pa.int64())) == []
+    assert key_blocks.candidate_blocks(fences, pa.array([10], pa.int64())) == [0]
+    assert key_blocks.candidate_blocks(fences, pa.array([15], pa.int64())) == [0]
+    assert key_blocks.candidate_blocks(fences, pa.array([20], pa.int64())) == [0, 1, 2, 3]
+    assert key_blocks.candidate_blocks(fences, pa.array([25, 99], pa.int64())) == [3, 4]
+    assert key_blocks.candidate_blocks(fences, pa.array([5, 30], pa.int64())) == [3, 4]
