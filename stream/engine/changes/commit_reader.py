@@ -107,9 +107,10 @@ class CommitReader:
         for path in sorted(self.trusted):
             yield from self._filtered(DELETE, (self.columns.tagged(b, last) for b in
                                                self.payloads.trusted_rows(self.trusted[path])))
-        for task in leaving:
+        for task, changes in zip(leaving, each_in_order(leaving, self._leaving_rows),
+                                 strict=True):
             constant = task.commit.ordinal
-            for change_type, batch, seqs in self.rows.changes(task):
+            for change_type, batch, seqs in changes:
                 batch = self.columns.tagged(batch, constant if seqs is None else seqs)
                 if change_type == INSERT:
                     undeleted.append(batch)
@@ -128,6 +129,18 @@ class CommitReader:
             return
         for task in arriving:  # one batch at a time, however large the file
             yield from self._filtered(INSERT, arrived(task))
+
+    def _leaving_rows(self, task: ChangeTask
+                      ) -> Iterable[tuple[str, pa.RecordBatch, pa.Array | None]]:
+        """A leaving task's rows: read now (on a reading thread, a few tasks at a time)
+        when the task is a file's position deletes changing at most a batch of rows, so a
+        deletion-vector commit over many files reads them on every core; otherwise as a
+        stream for the caller to pull (one batch at a time, however large the file)."""
+        rows = self.rows.changes(task)
+        if isinstance(task, DeletedRowsTask) and task.equality is None \
+                and _changed_rows_bound(task) <= self.batch_size:
+            return list(rows)
+        return rows
 
     def _filtered(self, change_type: str, batches: Iterable[pa.RecordBatch]
                   ) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -190,3 +203,13 @@ class CommitReader:
             if batch.num_rows:
                 yield self.columns.finish(batch.select(self.table_schema.names),
                                    batch.column(CHANGE_TYPE))
+
+
+def _changed_rows_bound(task: DeletedRowsTask) -> int:
+    """At most how many rows a file's position delete change can yield: the rows named by
+    the delete files on one side of the commit only (a deletion vector names all of a
+    file's deleted positions, so a replaced one counts whole)."""
+    before = {ref.key for ref in task.deletes_before}
+    after = {ref.key for ref in task.deletes_after}
+    return sum(ref.file.record_count for ref in (*task.deletes_before, *task.deletes_after)
+               if (ref.key in before) != (ref.key in after))

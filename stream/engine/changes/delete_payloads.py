@@ -19,6 +19,7 @@ first; whatever these paths do not cover it reads from the data files.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -64,6 +65,7 @@ class DeletePayloads:
         self.table_schema = to_arrow_schema(projection)
         self.paths = field_paths(projection)
         self._payloads: dict[str, _Payload | None] = {}  # per commit: added files only
+        self._loading = threading.Lock()  # a commit's files are read on several threads
 
     def deleted_rows(self, data: DataFileRef, before: tuple[DeleteFileRef, ...],
                      after: tuple[DeleteFileRef, ...], added: tuple[DeleteFileRef, ...],
@@ -117,10 +119,11 @@ class DeletePayloads:
             max_chunksize=self.batch_size)
 
     def _payload(self, file: DataFile) -> _Payload | None:
-        if file.file_path not in self._payloads:
-            self._payloads[file.file_path] = (
-                None if _carries_no_rows(file) else _Payload.load(file, self))
-        return self._payloads[file.file_path]
+        with self._loading:  # one load a file, however many data files it names
+            if file.file_path not in self._payloads:
+                self._payloads[file.file_path] = (
+                    None if _carries_no_rows(file) else _Payload.load(file, self))
+            return self._payloads[file.file_path]
 
     def trusted_files(self, commit: CommitChanges) -> dict[str, DataFile]:
         """Equality delete files added by the commit that hold every projected column, so
