@@ -263,8 +263,8 @@ class IndexStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def write_segment(self, batches: list[pa.RecordBatch]) -> tuple[str, SegmentEntry]:
-        """A new segment of `batches` (one schema), under its final name, with its blocks
-        taken from the file as written."""
+        """A new segment of `batches` (one schema; runs of `key_runs`), under its final
+        name, with its blocks file."""
         token = os.urandom(8).hex()
         name = f"{SEGMENT_PREFIX}{token}{SEGMENT_SUFFIX}"
         path = self.directory / name
@@ -273,10 +273,7 @@ class IndexStore:
                 pa.ipc.new_file(out, batches[0].schema) as writer:
             for batch in batches:
                 writer.write_batch(batch)
-        with pa.OSFile(str(temporary)) as file:  # read back a run at a time, not mapped:
-            written = pa.ipc.open_file(file)     # the pages would count as the process's
-            blocks = [run_blocks(written.get_batch(i))
-                      for i in range(written.num_record_batches)]
+        blocks = [run_blocks(batch) for batch in batches]
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, blocks_schema(batches[0].schema.field(0).type)) as writer:
             for batch in blocks:

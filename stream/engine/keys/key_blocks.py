@@ -48,10 +48,13 @@ def block_count(rows: int) -> int:
 
 
 def run_blocks(run: pa.RecordBatch) -> pa.RecordBatch:
-    """The fences and CRC-32s of a run (as read back from its file)."""
+    """The fences and CRC-32s of a run, as the segment file will hold it: the IPC writer
+    writes a fixed-width column's values as they are, and a string or binary column's
+    offsets from 0 (which `key_runs` gives every run), so these are the sums of the
+    bytes a reader will read back."""
     count = block_count(run.num_rows)
     fences = run.column(0).take(_block_starts(count))
-    sums = pa.array([block_crc(run, block) for block in range(count)], pa.uint32())
+    sums = pa.array(_block_sums(run), pa.uint32())
     return pa.RecordBatch.from_arrays([fences, sums], schema=blocks_schema(run.schema[0].type))
 
 
@@ -61,15 +64,41 @@ def _block_starts(count: int) -> pa.Array:
     return pc.multiply(int64_range(0, count), BLOCK_ROWS)
 
 
+def _block_sums(run: pa.RecordBatch) -> list[int]:
+    """Every block's CRC-32 (`block_crc`'s), in one pass: a build sums every block of
+    every run, 390,000 blocks at 200M rows."""
+    keys, positions = run.column(0), run.column(1)
+    if is_binary_like(keys.type):
+        return [block_crc(run, block) for block in range(block_count(run.num_rows))]
+    crc32 = zlib.crc32
+    width = keys.type.bit_width // 8
+    key_view = memoryview(keys.buffers()[1])[keys.offset * width:]
+    position_view = memoryview(positions.buffers()[1])[positions.offset * 4:]
+    n = run.num_rows
+    sums = []
+    for block in range(block_count(n)):
+        first = block * BLOCK_ROWS
+        rows = min(BLOCK_ROWS, n - first)
+        crc = crc32(key_view[first * width:(first + rows) * width])
+        sums.append(crc32(position_view[first * 4:(first + rows) * 4], crc))
+    return sums
+
+
 def block_crc(run: pa.RecordBatch, block: int) -> int:
     """The CRC-32 of one block's keys and positions."""
     start = block * BLOCK_ROWS
     stop = min(start + BLOCK_ROWS, run.num_rows)
     crc = 0
-    for view in (*_key_bytes(run.column(0), start, stop), _fixed_bytes(run.column(1), start,
-                                                                       stop)):
+    for view in (*_key_bytes(run.column(0), start, stop),
+                 _fixed_bytes(run.column(1), start, stop)):
         crc = zlib.crc32(view, crc)
     return crc
+
+
+def is_binary_like(key_type: pa.DataType) -> bool:
+    """Whether keys of this type are strings or binaries (offsets and bytes)."""
+    return bool(pa.types.is_string(key_type) or pa.types.is_binary(key_type)
+                or pa.types.is_large_string(key_type) or pa.types.is_large_binary(key_type))
 
 
 def candidate_blocks(fences: pa.Array, needles: pa.Array) -> list[int]:
@@ -110,8 +139,7 @@ def _fixed_bytes(array: pa.Array, start: int, stop: int) -> memoryview:
 
 
 def _key_bytes(array: pa.Array, start: int, stop: int) -> tuple[memoryview, ...]:
-    if not (pa.types.is_string(array.type) or pa.types.is_binary(array.type)
-            or pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)):
+    if not is_binary_like(array.type):
         return (_fixed_bytes(array, start, stop),)
     width = 8 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) \
         else 4

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from meltwater.stream.engine.decode.arrow_constants import int64_range
+from meltwater.stream.engine.keys.key_blocks import is_binary_like
 
 KEY = "key"
 POS = "pos"
@@ -51,6 +52,8 @@ def sorted_run(keys: pa.Array | pa.ChunkedArray) -> pa.RecordBatch:
     if len(keys) > MAX_RUN_ROWS:
         raise ValueError(f"a run holds at most {MAX_RUN_ROWS} rows, not {len(keys)}")
     if not keys.null_count and _ascending(keys):  # a file written in key order, as a load
+        if is_binary_like(keys.type):  # offsets from 0, as the segment file will hold
+            keys = pa.concat_arrays([keys])  # them (`key_blocks` sums them)
         return pa.RecordBatch.from_arrays([keys, int64_range(0, len(keys)).cast(pa.int32())],
                                           schema=run_schema(keys.type))
     order = pc.array_sort_indices(keys, null_placement="at_end")

@@ -23,15 +23,11 @@ from meltwater.stream.engine.keys.key_blocks import (
     FENCE,
     block_count,
     candidate_blocks,
+    is_binary_like,
     spans,
 )
 from meltwater.stream.engine.keys.key_runs import find, run_schema
 from meltwater.stream.errors import KeyIndexDamagedError
-
-
-def _is_binary(key_type: pa.DataType) -> bool:
-    return bool(pa.types.is_string(key_type) or pa.types.is_binary(key_type)
-                or pa.types.is_large_string(key_type) or pa.types.is_large_binary(key_type))
 
 
 def _offset_width(key_type: pa.DataType) -> int:
@@ -78,7 +74,7 @@ class StoredRun:
     def _read(self, start: int, rows: int) -> pa.RecordBatch:
         """Rows [start, start + rows) (whole blocks, clipped at the run's end), checked."""
         rows = min(rows, self.rows - start)
-        if _is_binary(self.key_type):
+        if is_binary_like(self.key_type):
             width = _offset_width(self.key_type)
             offsets = self._range(0, start * width, (rows + 1) * width)
             low = int.from_bytes(offsets[:width], "little", signed=True)
