@@ -58,15 +58,23 @@ def free_port() -> int:
 
 
 def write_config(path: Path, table: Path, checkpoint: Path, db: Path, port: int,
-                 start_snapshot: int, driver_memory: str) -> None:
+                 start_snapshot: int, driver_memory: str, bootstrap: bool = True,
+                 key_index_dir: Path | None = None) -> None:
+    """The service's config. Without `bootstrap` the mirror starts empty and gets the
+    commits after `start_snapshot` only (a 200M-row table's rows are not copied into
+    SQLite); `key_index_dir`, where the pipeline keeps its key index."""
+    options = [f'"start-snapshot-id" = "{start_snapshot}"']
+    if bootstrap:
+        options.append('"starting-snapshot-as-inserts" = "true"')
+    if key_index_dir is not None:
+        options.append(f'"key-index-dir" = {json.dumps(str(key_index_dir))}')
     path.write_text("\n".join([
         "[service]", f'http = "127.0.0.1:{port}"', 'log = "json"', 'progress = "off"',
         'shutdown-timeout = "30s"', "", "[spark]", 'master = "local[2]"', "[spark.conf]",
         f'"spark.driver.memory" = "{driver_memory}"', "",
         "[[pipelines]]", f'name = "{PIPELINE}"', f"table = {json.dumps(str(table))}",
         f"checkpoint = {json.dumps(str(checkpoint))}", 'trigger = "event"',
-        "[pipelines.options]", f'"start-snapshot-id" = "{start_snapshot}"',
-        '"starting-snapshot-as-inserts" = "true"', "[pipelines.sink]", 'type = "sqlite"',
+        "[pipelines.options]", *options, "[pipelines.sink]", 'type = "sqlite"',
         f"url = {json.dumps(f'sqlite:///{db}')}", f'table = "{MIRROR_TABLE}"',
         'key = ["id"]', ""]))
 
@@ -216,7 +224,8 @@ def mirror_rows(db: Path) -> Any:
 
 
 def compare_mirror(db: Path, java_rows: Path) -> dict[str, Any]:
-    """The mirror against Iceberg Java's read of the last snapshot, both sorted by id."""
+    """The mirror against Iceberg Java's read of the last snapshot (of the rows the
+    mirror must hold), both sorted by id."""
     import pyarrow.dataset as ds
 
     ours = mirror_rows(db).sort_by("id")
@@ -233,9 +242,11 @@ def percentile(values: list[float], q: float) -> float:
 
 def run_service(table: LadderTable, commits: int, interval: float, work: Path,
                 java_dump: Callable[[str, int, Path], None], driver_memory: str = "4g",
-                log: Callable[[str], None] = print) -> dict[str, Any]:
+                log: Callable[[str], None] = print, bootstrap: bool = True,
+                key_index_dir: Path | None = None) -> dict[str, Any]:
     """The service rung; `java_dump(location, snapshot_id, out)` writes Iceberg Java's read
-    of a snapshot as Parquet (the check)."""
+    of a snapshot as Parquet (the check: without `bootstrap`, of the rows the timed commits
+    wrote, which are the mirror's)."""
     from meltwater.sinks.mirror_stream import ledger_name
 
     scratch = work / "table"
@@ -250,7 +261,7 @@ def run_service(table: LadderTable, commits: int, interval: float, work: Path,
         start = committer.ready
         config = work / "service.toml"
         write_config(config, scratch, checkpoint, db, port, start["snapshot_id"],
-                     driver_memory)
+                     driver_memory, bootstrap, key_index_dir)
         ledger = ledger_name(PIPELINE, str(checkpoint))
         service_log = open(work / "service.log", "wb")  # noqa: SIM115 - closed below
         began = time.monotonic()
@@ -259,15 +270,21 @@ def run_service(table: LadderTable, commits: int, interval: float, work: Path,
                                    start_new_session=True)
         log(f"  `meltwater serve` mirroring {table.shape.label} into SQLite; bootstrap ...")
         deadline = time.monotonic() + 1800
-        while not ((position := mirror_position(db, ledger)) is not None
-                   and position >= start["sequence_number"]):
+
+        def started() -> bool:
+            if not bootstrap:  # nothing to copy: running is ready
+                return healthy(port)
+            position = mirror_position(db, ledger)
+            return position is not None and position >= start["sequence_number"]
+
+        while not started():
             if service.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the service did not bootstrap the mirror (exit "
                                    f"{service.poll()}); see {work / 'service.log'}")
             time.sleep(0.1)
-        bootstrap = time.monotonic() - began
+        bootstrap_seconds = time.monotonic() - began
         running = healthy(port)
-        log(f"  mirror bootstrapped in {bootstrap:.1f} s; {commits} upserts, one every "
+        log(f"  mirror bootstrapped in {bootstrap_seconds:.1f} s; {commits} upserts, one every "
             f"{interval:g} s ...")
         cpu_before = cpu_seconds(service.pid)
         committer.go()
@@ -318,7 +335,7 @@ def run_service(table: LadderTable, commits: int, interval: float, work: Path,
         "commits": commits, "interval_seconds": interval, "keys_per_commit": table.shape.keys,
         "committed": len(committer.commits), "mirrored": len(seen),
         "commit_spacing_median_seconds": statistics.median(spacing) if spacing else None,
-        "bootstrap_seconds": bootstrap, "healthy_after_bootstrap": running,
+        "bootstrap_seconds": bootstrap_seconds, "healthy_after_bootstrap": running,
         "latency_seconds": latencies,
         "latency": None if not latencies else {
             "median": median, "p95": percentile(latencies, 0.95), "min": min(latencies),

@@ -14,8 +14,9 @@ Usage (inside the writer virtualenv): python ladder_java.py --warehouse DIR --ja
   as Parquet to `out`. With `where`, both reads are first restricted to the rows it selects
   (the keys a range of upserts wrote): the same diff, cheaper on a big table whose other rows
   the range cannot have changed; the harness checks that restriction by row counts.
-- {"op": "dump", "name", "location", "snapshot", "out"}: the table's rows at that snapshot
-  written as Parquet (untimed; the service rung's check of its mirror).
+- {"op": "dump", "name", "location", "snapshot", "out", "where": SQL or null}: the table's
+  rows at that snapshot (with `where`, those it selects) written as Parquet (untimed; the
+  service rung's check of its mirror).
 
 Prints one JSON line per job: {"name", "seconds": [...], "warmup_seconds": [...], "rows": N
 or {"DELETE": n, "INSERT": n}, "startup_seconds", "jvm_peak_rss_bytes"}: the JVM's peak
@@ -68,8 +69,13 @@ def diff_once(spark: Any, job: dict[str, Any]) -> float:
 
 def dump_once(spark: Any, job: dict[str, Any]) -> float:
     begin = time.perf_counter()
-    at(spark, job["location"], job.get("snapshot")).write.mode("overwrite").parquet(job["out"])
+    _selected(at(spark, job["location"], job.get("snapshot")), job).write.mode(
+        "overwrite").parquet(job["out"])
     return time.perf_counter() - begin
+
+
+def _selected(frame: Any, job: dict[str, Any]) -> Any:
+    return frame.where(job["where"]) if job.get("where") else frame
 
 
 def peak_rss(spark: Any) -> int | None:
@@ -91,7 +97,7 @@ def run(spark: Any, job: dict[str, Any]) -> dict[str, Any]:
     if job["op"] == "diff":
         rows: Any = counts(spark, job["out"])
     else:
-        rows = at(spark, job["location"], job.get("snapshot")).count()
+        rows = _selected(at(spark, job["location"], job.get("snapshot")), job).count()
     return {"name": job["name"], "seconds": seconds, "warmup_seconds": warmups, "rows": rows}
 
 

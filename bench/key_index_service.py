@@ -1,0 +1,88 @@
+"""`meltwater serve` following the huge table (issue 32): Iceberg Java commits one upsert of
+1,000 keys a second for --commits commits while the service mirrors them into SQLite.
+
+Usage: .venv/bin/python bench/key_index_service.py [--rows 200000000] [--commits 300]
+       [--interval 1]
+
+The table is the key index bench's (`huge` shape, bench/ladder_tables.py). Its rows are not
+copied into the mirror (200M rows in SQLite would be the whole bench): the service starts
+after the committer's first, untimed commit, so the mirror holds exactly the rows the timed
+commits wrote (`ladder_service.run_service(bootstrap=False)`). The key index is built
+first, as a running service's would be, by one `meltwater changes` of the table's last
+upsert into the directory the service is then given (the index is of immutable data files,
+so the scratch copy the committer writes to shares it).
+
+Reported (bench/results/key_index_service-<rows>.json): commit->mirror latency (from the
+commit returning to the mirror's ledger reaching it) median and p95, whether the service
+kept up, its CPU a commit and the peak RSS of every process of it (the service, Spark's
+JVM, Python workers). The check: the mirror equals Iceberg Java's read, at the snapshot
+the mirror reached, of the rows whose note names a timed commit (`v<commit>`: every key a
+timed commit wrote, at its last version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ladder_checks
+import ladder_service
+from ladder_tables import Shape, ensure_ladder_table
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MELTWATER = Path(sys.executable).parent / "meltwater"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000_000)
+    parser.add_argument("--commits", type=int, default=300)
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--driver-memory", default="2g")
+    args = parser.parse_args(argv)
+    shape = Shape("huge", args.rows, 50, 1000)
+    table = ensure_ladder_table(shape)
+    work = RESULTS / "ladder-work" / f"key-index-service-{args.rows}"
+    index = RESULTS / "ladder-work" / f"key-index-service-{args.rows}-index"
+    parent = table.snapshot(shape.commits - 1)["snapshot_id"]
+    child = table.snapshot(shape.commits)["snapshot_id"]
+    work.parent.mkdir(parents=True, exist_ok=True)
+    print(f"building the key index of {shape.label} in {index} ...", flush=True)
+    subprocess.run([str(MELTWATER), "changes", table.location, "--from-snapshot", str(parent),
+                    "--to-snapshot", str(child), "--key-index-dir", str(index),
+                    "--format", "parquet", "--output", str(work.parent / "built.parquet")],
+                   check=True, stdout=subprocess.DEVNULL)
+    timed_from = shape.commits + 2  # the committer's untimed commit is shape.commits + 1
+
+    def java_dump(location: str, snapshot: int, out: Path) -> None:
+        where = (f"CAST(regexp_extract(note, ' v([0-9]+) ', 1) AS INT) >= {timed_from}")
+        result = ladder_checks.run_java(table, [{
+            "op": "dump", "name": "dump", "location": location, "snapshot": snapshot,
+            "out": str(out), "where": where}])["dump"]
+        if "error" in result:
+            raise RuntimeError(f"Iceberg Java's read of the mirror's table: {result['error']}")
+
+    result = ladder_service.run_service(table, args.commits, args.interval, work, java_dump,
+                                        args.driver_memory, lambda m: print(m, flush=True),
+                                        bootstrap=False, key_index_dir=index)
+    latency = result["latency"] or {}
+    rss = result["service_peak_rss_bytes"]
+    print(f"{result['mirrored']}/{args.commits} commits mirrored; latency median "
+          f"{latency.get('median', float('nan')):.2f} s, p95 {latency.get('p95', float('nan')):.2f}"
+          f" s, max {latency.get('max', float('nan')):.2f} s; keeps up: {result['keeps_up']}; "
+          f"CPU {result['service_cpu_seconds_per_commit']:.2f} s a commit; peak RSS "
+          + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items()))
+    print(f"check: {result['check']}")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"key_index_service-{args.rows}.json"
+    out.write_text(json.dumps({"rows": args.rows, **result}, indent=1, default=str))
+    print(f"results written to {out}")
+    check = result["check"] or {}
+    return 0 if check.get("equal") and check.get("mirror_rows") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
