@@ -46,7 +46,6 @@ from meltwater.stream.engine.decode.remote_reads import each_in_order
 from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
 from meltwater.stream.engine.deletes.key_columns import key_names, key_table
 from meltwater.stream.engine.deletes.loader import DeleteLoader
-from meltwater.stream.engine.keys.key_index import IndexHits
 from meltwater.stream.engine.scans.reader import read_rows_at
 
 # a reached file some row of which changed: (file, positions leaving, positions arriving)
@@ -214,17 +213,18 @@ class EqualityRows:
         otherwise (and for the files the index does not cover, then added to it)."""
         indexed = indexed_keys(self.loader, self.projection, self.key_ids, self.names,
                                self._sets)
+        coverage = None
         if indexed is not None:
             self.liveness.learn_types(indexed.empty_keys())
-            hits = indexed.lookup(reached)
+            coverage = indexed.covering(reached)
         else:
             self.key_columns(reached[0])  # learns the key types the lookups are built with
-            hits = IndexHits({}, tuple(ref.file for ref in reached))
         self.liveness.for_changed_rows()
         def resolve(ref: DataFileRef) -> tuple[FileChanges | None, pa.RecordBatch | None]:
-            """The file's changed positions, and its new run when the index lacked it (sorted
-            here, in the reading threads)."""
-            found = hits.found.get(ref.file.file_path)
+            """The file's changed positions (searched in the index, or its key columns
+            read), and its new run when the index lacked it: in the reading threads."""
+            found = (None if indexed is None or coverage is None
+                     else indexed.find(coverage, ref))
             run = None
             if found is not None and indexed is not None:
                 positions, keys_at = found[0], indexed.keys_at(found[1])
@@ -247,7 +247,7 @@ class EqualityRows:
         pending = 0  # the rows of `runs`
         # results are a few positions, read all ahead; while runs are built (12 bytes a
         # key), a thread's worth ahead, so what waits for a segment stays bounded
-        ahead = len(reached) if indexed is None or not hits.missing else None
+        ahead = len(reached) if coverage is None or not coverage.missing else None
         for ref, (found, run) in zip(reached, each_in_order(reached, resolve, ahead=ahead),
                                      strict=True):
             if found is not None:

@@ -24,7 +24,7 @@ from meltwater.planner.spec.types import Schema
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
 from meltwater.stream.engine.deletes.equality_keys import EqualityKeySet
 from meltwater.stream.engine.deletes.loader import DeleteLoader
-from meltwater.stream.engine.keys.key_index import IndexHits, KeyIndex
+from meltwater.stream.engine.keys.key_index import Coverage, KeyIndex
 from meltwater.stream.engine.keys.key_runs import indexable, sorted_run
 
 ADD_EVERY_ROWS = 8_000_000  # runs of new files written a segment at a time (12 bytes a row)
@@ -47,9 +47,16 @@ class IndexedKeys:
         """No rows of the key column: what gives the liveness lookups their key type."""
         return pa.table({self.name: pa.array([], self.key_type)})
 
-    def lookup(self, candidates: Sequence[DataFileRef]) -> IndexHits:
-        """The candidates' rows holding a changed key, for those the index covers."""
-        return self.index.lookup([ref.file for ref in candidates], self.needles)
+    def covering(self, candidates: Sequence[DataFileRef]) -> Coverage:
+        """Which candidates the index covers (cheap: each is then searched by `find`)."""
+        return self.index.covering([ref.file for ref in candidates])
+
+    def find(self, coverage: Coverage, ref: DataFileRef) -> tuple[pa.Array, pa.Array] | None:
+        """(positions, keys) of a covered candidate's rows holding a changed key; None when
+        it is not covered after all (a damaged block), so its keys are read instead."""
+        if ref.file.file_path not in coverage.runs:
+            return None
+        return self.index.find(coverage, ref.file, self.needles)
 
     def keys_at(self, keys: pa.Array) -> pa.Table:
         """Found keys as the key columns of the rows at their positions."""

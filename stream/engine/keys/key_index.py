@@ -55,6 +55,16 @@ class IndexHits:
     missing: tuple[DataFile, ...]
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """Which of some data files an index covers (their runs, opened), and which it does
+    not: the cheap half of a lookup, taken under the index's lock, so that the searches
+    themselves (`KeyIndex.find`) run on the reading threads, a file each."""
+
+    runs: dict[str, StoredRun]
+    missing: tuple[DataFile, ...]
+
+
 class KeyIndex:
     """One table's index of one key field (of one Arrow type); thread-safe."""
 
@@ -70,29 +80,50 @@ class KeyIndex:
     def lookup(self, files: Sequence[DataFile], needles: pa.Array) -> IndexHits:
         """The rows of `files` whose key is one of `needles` (distinct, sorted, no nulls,
         of the index's key type), for the files the index covers; the others as missing."""
+        coverage = self.covering(files)
         found: dict[str, tuple[pa.Array, pa.Array]] = {}
-        missing: list[DataFile] = []
-        with self._lock:
-            catalog = self.store.catalog()
-            for file in files:
-                hits = self._find(catalog, file, needles)
+        missing = list(coverage.missing)
+        for file in files:
+            if file.file_path in coverage.runs:
+                hits = self.find(coverage, file, needles)
                 if hits is None:
                     missing.append(file)
                 else:
                     found[file.file_path] = hits
-            self.files_found += len(found)
-            self.files_missing += len(missing)
         return IndexHits(found, tuple(missing))
 
-    def _find(self, catalog: Catalog, file: DataFile, needles: pa.Array
-              ) -> tuple[pa.Array, pa.Array] | None:
-        entry = catalog.files.get(file.file_path)
-        if entry is None or not _describes(entry, file):
-            return None
+    def covering(self, files: Sequence[DataFile]) -> Coverage:
+        """Which of `files` the index covers, their runs opened (a run whose segment is
+        found damaged here is not covered)."""
+        runs: dict[str, StoredRun] = {}
+        missing: list[DataFile] = []
+        with self._lock:
+            catalog = self.store.catalog()
+            for file in files:
+                entry = catalog.files.get(file.file_path)
+                run = None
+                if entry is not None and _describes(entry, file):
+                    run = self._stored(catalog, entry, f"re-indexing {file.file_path}")
+                if run is None:
+                    missing.append(file)
+                else:
+                    runs[file.file_path] = run
+            self.files_found += len(runs)
+            self.files_missing += len(missing)
+        return Coverage(runs, tuple(missing))
+
+    def find(self, coverage: Coverage, file: DataFile, needles: pa.Array
+             ) -> tuple[pa.Array, pa.Array] | None:
+        """(positions, keys) of a covered file's rows holding one of `needles`; None when
+        a block it searched is damaged (said once in the log; the file is then as if not
+        covered). Thread-safe: blocks are read with `pread`."""
         try:
-            return self.store.run(entry, catalog).find(needles)
+            return coverage.runs[file.file_path].find(needles)
         except KeyIndexDamagedError as error:
-            self.damaged += 1
+            with self._lock:
+                self.damaged += 1
+                self.files_found -= 1
+                self.files_missing += 1
             log.warning("key index %s: %s; re-indexing %s", self.store.directory, error,
                         file.file_path)
             return None
@@ -143,14 +174,14 @@ class KeyIndex:
                                       files))
 
     def _readable(self, catalog: Catalog, entry: RunEntry) -> bool:
-        return self._stored(catalog, entry) is not None
+        return self._stored(catalog, entry, "dropping its runs") is not None
 
     def _copied(self, catalog: Catalog, entry: RunEntry, path: str,
                 files: dict[str, RunEntry], copies: dict[str, pa.RecordBatch]) -> bool:
         """Whether a run could be read whole into `copies`, every block checked (a copy
         gets new CRC-32s, which would hide damage), to move into a new segment; put back
         in `files` when it could."""
-        stored = self._stored(catalog, entry)
+        stored = self._stored(catalog, entry, "dropping its runs")
         if stored is None:
             return False
         try:
@@ -162,12 +193,13 @@ class KeyIndex:
         files[path] = entry
         return True
 
-    def _stored(self, catalog: Catalog, entry: RunEntry) -> StoredRun | None:
+    def _stored(self, catalog: Catalog, entry: RunEntry, then: str) -> StoredRun | None:
+        """The entry's run opened; None (said, with what happens `then`) when damaged."""
         try:
             return self.store.run(entry, catalog)
         except KeyIndexDamagedError as error:
             self.damaged += 1
-            log.warning("key index %s: %s; dropping its runs", self.store.directory, error)
+            log.warning("key index %s: %s; %s", self.store.directory, error, then)
             return None
 
 
