@@ -12,25 +12,37 @@ first, as a running service's would be, by one `meltwater changes` of the table'
 upsert into the directory the service is then given (the index is of immutable data files,
 so the scratch copy the committer writes to shares it).
 
-Reported (bench/results/key_index_service-<rows>.json): commit->mirror latency (from the
-commit returning to the mirror's ledger reaching it) median and p95, whether the service
-kept up, its CPU a commit and the peak RSS of every process of it (the service, Spark's
-JVM, Python workers). The check: the mirror equals Iceberg Java's read, at the snapshot
-the mirror reached, of the rows whose note names a timed commit (`v<commit>`: every key a
-timed commit wrote, at its last version).
+Reported (bench/results/key_index_service-<sink>-<rows>.json): commit->mirror latency
+(from the commit returning to the mirror's ledger reaching it) median and p95, whether the
+service kept up, its CPU a commit and the peak RSS of every process of it (the service,
+Spark's JVM, Python workers). The check: the mirror equals Iceberg Java's read, at the
+snapshot the mirror reached, of the rows whose note names a timed commit (`v<commit>`:
+every key a timed commit wrote, at its last version).
+
+`--sink kafka`: the same commits into a Kafka sink with whole before-images (Tansu on
+loopback, testbed/kafka_broker.py); latency from the commit returning to a
+`read_committed` consumer seeing the batch marker naming its snapshot (bench/kafka.py's
+`MarkerClock`). The topic's events are not compared here (tests/sink_tests do that on
+small tables); the figure is whether the sink keeps up and how late it is.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import ladder_checks
 import ladder_service
-from ladder_tables import Shape, ensure_ladder_table
+from ladder_tables import LadderTable, Shape, ensure_ladder_table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testbed"))
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MELTWATER = Path(sys.executable).parent / "meltwater"
@@ -42,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=300)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--sink", choices=["sqlite", "kafka"], default="sqlite")
     args = parser.parse_args(argv)
     shape = Shape("huge", args.rows, 50, 1000)
     table = ensure_ladder_table(shape)
@@ -56,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                     "--format", "parquet", "--output", str(work.parent / "built.parquet")],
                    check=True, stdout=subprocess.DEVNULL)
     timed_from = shape.commits + 2  # the committer's untimed commit is shape.commits + 1
+    if args.sink == "kafka":
+        return _report(kafka_run(table, args.commits, args.interval,
+                                 work.with_name(work.name + "-kafka"), index), args)
 
     def java_dump(location: str, snapshot: int, out: Path) -> None:
         where = (f"CAST(regexp_extract(note, ' v([0-9]+) ', 1) AS INT) >= {timed_from}")
@@ -68,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     result = ladder_service.run_service(table, args.commits, args.interval, work, java_dump,
                                         args.driver_memory, lambda m: print(m, flush=True),
                                         bootstrap=False, key_index_dir=index)
+    return _report(result, args)
+
+
+def _report(result: dict[str, Any], args: argparse.Namespace) -> int:
     latency = result["latency"] or {}
     rss = result["service_peak_rss_bytes"]
     print(f"{result['mirrored']}/{args.commits} commits mirrored; latency median "
@@ -77,11 +97,82 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items()))
     print(f"check: {result['check']}")
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"key_index_service-{args.rows}.json"
-    out.write_text(json.dumps({"rows": args.rows, **result}, indent=1, default=str))
+    out = RESULTS / f"key_index_service-{args.sink}-{args.rows}.json"
+    out.write_text(json.dumps({"rows": args.rows, "sink": args.sink, **result}, indent=1,
+                              default=str))
     print(f"results written to {out}")
+    if args.sink == "kafka":
+        return 0 if result["mirrored"] == args.commits else 1
     check = result["check"] or {}
     return 0 if check.get("equal") and check.get("mirror_rows") else 1
+
+
+def kafka_run(table: LadderTable, commits: int, interval: float, work: Path, index: Path
+              ) -> dict[str, Any]:
+    """The service writing the committer's upserts to Kafka with whole before-images."""
+    from kafka import MarkerClock
+    from kafka_broker import KafkaBroker
+    from loopback_ports import free_port
+    from service_process import Pipeline, ServiceProcess, write_config
+
+    from meltwater.sinks.mirror_stream import ledger_name
+
+    scratch = work / "table"
+    shutil.rmtree(work, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    shutil.copytree(Path(table.location) / "metadata", scratch / "metadata")
+    committer = ladder_service.Committer(table, scratch, commits, interval,
+                                         work / "committer.log")
+    try:
+        start = committer.ready
+        with KafkaBroker() as broker:
+            pipeline = Pipeline("huge", str(scratch), work / "checkpoint",
+                                {"type": "kafka", "bootstrap-servers": broker.bootstrap,
+                                 "topic": "lake.huge", "before-images": "full"},
+                                options={"start-snapshot-id": str(start["snapshot_id"]),
+                                         "key-index-dir": str(index)})
+            port = free_port()
+            config = write_config(work / "service.toml", [pipeline], port=port)
+            clock = MarkerClock(broker.bootstrap, "meltwater-" + ledger_name(
+                pipeline.name, str(pipeline.checkpoint)))
+            service = ServiceProcess(config, port, work / "service.log")
+            try:
+                service.wait_running(timeout=300)
+                print(f"  the service is running; {commits} upserts into Kafka, one every "
+                      f"{interval:g} s ...", flush=True)
+                cpu_before = ladder_service.cpu_seconds(service.process.pid)
+                committer.go()
+                deadline = time.monotonic() + commits * interval + 300
+                while time.monotonic() < deadline:
+                    done = committer.commits
+                    if len(done) == commits and all(c["snapshot_id"] in clock.seen
+                                                    for c in done):
+                        break
+                    time.sleep(0.05)
+                cpu = ladder_service.cpu_seconds(service.process.pid) - cpu_before
+                memory = ladder_service.peak_rss(service.process.pid)
+                service.stop()
+            finally:
+                clock.stop.set()
+                if service.process.poll() is None:
+                    service.kill()
+    finally:
+        committer.close()
+    seen = {c["commit"]: clock.seen[c["snapshot_id"]] for c in committer.commits
+            if c["snapshot_id"] in clock.seen}
+    latencies = [seen[c["commit"]] - c["committed_at"] for c in committer.commits
+                 if c["commit"] in seen]
+    last = committer.commits[-1] if committer.commits else None
+    return {"commits": commits, "interval_seconds": interval, "committed": len(committer.commits),
+            "mirrored": len(seen), "latency_seconds": latencies,
+            "latency": None if not latencies else {
+                "median": statistics.median(latencies),
+                "p95": ladder_service.percentile(latencies, 0.95),
+                "min": min(latencies), "max": max(latencies)},
+            "keeps_up": (last is not None and last["commit"] in seen
+                         and seen[last["commit"]] - last["committed_at"] <= 5 * interval),
+            "service_cpu_seconds_per_commit": cpu / max(1, len(seen)),
+            "service_peak_rss_bytes": memory, "check": None}
 
 
 if __name__ == "__main__":
