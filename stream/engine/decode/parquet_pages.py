@@ -27,7 +27,8 @@ What was decoded and checked of a file (its footer, OffsetIndexes, the pages who
 headers agreed with them) is kept per process (`FileFacts`, the last `KEPT_FILES` files,
 by path and size: data files never change), so a reader that comes back to a file (a
 stream, the service, each commit of an upsert job reaching the same older files) decodes
-no Thrift for it again.
+no Thrift for it again; where a reader keeps a key index, also on disk beside it
+(`page_metadata.persist_under`), so the next command decodes no OffsetIndex either.
 
 The batches cover the runs of rows every column holds (each wanted row is in one of them)
 and begin where those runs begin; a caller checks positions, as it does for whole row
@@ -40,13 +41,14 @@ import bisect
 import copy
 import itertools
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from meltwater.stream.engine.decode.page_metadata import FileFacts, facts_of, keep
+from meltwater.stream.engine.decode.page_metadata import FileFacts, facts_of, keep, restore, save
 from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift
 
 # Read by page only while the pages needed hold less than this share of the row group.
@@ -110,11 +112,16 @@ class PageReader:
         footer = self._footer_or_none()
         if footer is None:
             return None
+        assert self._facts is not None  # read with the footer
+        known = self._facts.extent()
         try:
-            return self._read_group(footer, group, first, fields, whole_paths, rows,
-                                    batch_size)
+            batches = self._read_group(footer, group, first, fields, whole_paths, rows,
+                                       batch_size)
         except (OSError, ValueError, EOFError, pa.ArrowException, _thrift_errors()):
             return None
+        if self._key is not None and self._facts.extent() > known:
+            save(self._key, self._facts)  # where page facts are kept on disk
+        return batches
 
     # -- the footer ------------------------------------------------------------------------
 
@@ -130,6 +137,7 @@ class PageReader:
                     self._usable = False
                     return None
                 if self._key is not None:
+                    restore(self._key, facts)  # what an earlier process saved, if kept
                     keep(self._key, facts)
             self._facts = facts
         return self._facts.footer
@@ -141,9 +149,9 @@ class PageReader:
         if magic != _MAGIC or length + 12 > self._size:
             raise ValueError("no plain footer")  # PARE: an encrypted footer
         thrift = parquet_thrift()
-        footer = thrift.decode(thrift.module.FileMetaData(),
-                               bytes(self._read(self._size - 8 - length, length)))
-        return FileFacts(footer, _top_level_leaves(footer.schema))
+        raw = bytes(self._read(self._size - 8 - length, length))
+        footer = thrift.decode(thrift.module.FileMetaData(), raw)
+        return FileFacts(footer, _top_level_leaves(footer.schema), footer_crc=zlib.crc32(raw))
 
     # -- one row group -----------------------------------------------------------------------
 

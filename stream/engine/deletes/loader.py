@@ -133,8 +133,22 @@ class DeleteLoader:
         self._equality_keys = EqualityKeyTables(self.cache)
         self._shelves: dict[type[Shelf[Any, Any]], Shelf[Any, Any]] = {}
         self._shelves_lock = threading.Lock()
-        # where the table's key indexes live, when its reader keeps them (`keys.key_index`)
-        self.key_indexes: TableIndexes | None = None
+        self._key_indexes: TableIndexes | None = None
+
+    @property
+    def key_indexes(self) -> TableIndexes | None:
+        """Where the table's key indexes live, when its reader keeps them
+        (`keys.key_index`)."""
+        return self._key_indexes
+
+    @key_indexes.setter
+    def key_indexes(self, indexes: TableIndexes | None) -> None:
+        """A reader that keeps key indexes keeps the page facts of the files it reads
+        beside them too (`decode.page_metadata`): both spare the next process decoding."""
+        from meltwater.stream.engine.decode import page_metadata
+
+        self._key_indexes = indexes
+        page_metadata.persist_under(None if indexes is None else indexes.pages_directory)
 
     @property
     def reads(self) -> int:

@@ -36,6 +36,12 @@ class TableIndexes:
     root: Path
     table_uuid: str
 
+    @property
+    def pages_directory(self) -> Path:
+        """Where readers with these indexes keep the page facts of the data files they read
+        (`decode.page_metadata`): one directory under the root, for every table."""
+        return self.root / "pages"
+
     def index(self, field_id: int, key_type: pa.DataType) -> KeyIndex:
         """The process's index of one key field, read as `key_type`."""
         from meltwater.stream.engine.keys.key_index import key_index

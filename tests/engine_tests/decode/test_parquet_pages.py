@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import random
+import zlib
 from decimal import Decimal
 
 import pyarrow as pa
@@ -17,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from meltwater.planner.table.fileio import PyArrowFileIO
-from meltwater.stream.engine.decode import parquet_pages
+from meltwater.stream.engine.decode import page_metadata, parquet_pages
 from meltwater.stream.engine.decode.formats import ParquetSource
 
 ROWS = 3_000
@@ -119,6 +121,59 @@ def test_a_file_read_again_decodes_no_thrift_and_gives_the_same_rows(tmp_path, m
     assert again == first and not decoded
     whole = table.to_pylist()
     assert all(again[r] == whole[r] for r in rows)
+
+
+def _counting_decodes(monkeypatch) -> dict[str, int]:
+    """Thrift decodes by struct name, from now on."""
+    thrift = parquet_pages.parquet_thrift()
+    counts: dict[str, int] = {}
+
+    def decode(struct_, raw):
+        counts[type(struct_).__name__] = counts.get(type(struct_).__name__, 0) + 1
+        return thrift.decode(struct_, raw)
+
+    monkeypatch.setattr(parquet_pages, "parquet_thrift",
+                        lambda: dataclasses.replace(thrift, decode=decode))
+    return counts
+
+
+def test_page_facts_kept_on_disk_spare_the_next_process_and_are_checked(tmp_path,
+                                                                         monkeypatch):
+    """Another process (the process's cache emptied) reads the OffsetIndexes and checked
+    pages a first one saved, decoding only the footer; facts damaged on disk, or saved for
+    another file at the same path and size, are not used: decoded again, same rows."""
+    path = tmp_path / "f.parquet"
+    table = _write(path, {})
+    whole = table.to_pylist()
+    facts_dir = tmp_path / "pages"
+    monkeypatch.setattr(page_metadata, "_kept", page_metadata.OrderedDict())
+    monkeypatch.setattr(page_metadata, "_persisted", facts_dir)
+    counts = _counting_decodes(monkeypatch)
+    rows = [5, 1_500, 2_990]
+    first = _read(path, rows)
+    assert counts.get("OffsetIndex") and counts.get("PageHeader")
+    saved = list(facts_dir.iterdir())
+    assert len(saved) == 1
+
+    def as_a_new_process() -> dict[int, dict]:
+        page_metadata._kept.clear()
+        counts.clear()
+        return _read(path, rows)
+
+    assert as_a_new_process() == first
+    assert counts == {"FileMetaData": 1}  # the footer alone
+    assert all(first[r] == whole[r] for r in rows)
+    content = bytearray(saved[0].read_bytes())
+    content[-5] ^= 0x01  # a digit of the content: its CRC-32 no longer agrees
+    saved[0].write_bytes(bytes(content))
+    assert as_a_new_process() == first and counts.get("OffsetIndex")
+    # facts of another file at this path and size (its footer's CRC-32 differs)
+    _, _, stored = saved[0].read_bytes().partition(b"\n")
+    data = json.loads(stored)
+    data["footer_crc"] += 1
+    forged = json.dumps(data).encode()
+    saved[0].write_bytes(b"%d\n" % zlib.crc32(forged) + forged)
+    assert as_a_new_process() == first and counts.get("OffsetIndex")
 
 
 def test_a_selection_of_columns_and_the_batch_schema_are_the_whole_reads(tmp_path):
