@@ -48,11 +48,24 @@ class PageLocation(NamedTuple):
     first_row_index: int
 
 
-@dataclass(frozen=True)
 class StoredOffsets:
-    """An OffsetIndex read back from disk: its page locations, as the Thrift one's."""
+    """An OffsetIndex read back from disk: its page locations as the Thrift one's, made
+    when first asked for (a command reads a few columns of files whose facts hold all)."""
 
-    page_locations: list[PageLocation]
+    def __init__(self, raw: list[list[int]]) -> None:
+        self.raw = raw  # [offset, compressed size, first row] a page
+        self._locations: list[PageLocation] | None = None
+
+    @property
+    def page_locations(self) -> list[PageLocation]:
+        """The pages, in order."""
+        if self._locations is None:
+            try:
+                self._locations = [PageLocation(int(o), int(s), int(f))
+                                   for o, s, f in self.raw]
+            except (TypeError, ValueError) as error:  # a page read reads the group whole
+                raise ValueError(f"page facts not of page locations: {error}") from error
+        return self._locations
 
 
 @dataclass
@@ -118,8 +131,7 @@ def restore(key: tuple[str, int], facts: FileFacts) -> None:
         if data["format"] != FORMAT or data["path"] != key[0] or data["size"] != key[1] \
                 or data["footer_crc"] != facts.footer_crc:
             raise ValueError("of another file")
-        offsets = {_chunk(name): StoredOffsets([PageLocation(int(o), int(s), int(f))
-                                                for o, s, f in pages])
+        offsets = {_chunk(name): StoredOffsets(pages)
                    for name, pages in data["offsets"].items()}
         checked = {_chunk(name): {int(p) for p in pages}
                    for name, pages in data["checked"].items()}
@@ -140,8 +152,7 @@ def save(key: tuple[str, int], facts: FileFacts) -> None:
         return
     content = json.dumps({
         "format": FORMAT, "path": key[0], "size": key[1], "footer_crc": facts.footer_crc,
-        "offsets": {f"{g},{leaf}": [[p.offset, p.compressed_page_size, p.first_row_index]
-                                    for p in offsets.page_locations]
+        "offsets": {f"{g},{leaf}": _raw(offsets)
                     for (g, leaf), offsets in list(facts.offsets.items())},
         "checked": {f"{g},{leaf}": sorted(pages)
                     for (g, leaf), pages in list(facts.checked.items())}},
@@ -158,6 +169,14 @@ def save(key: tuple[str, int], facts: FileFacts) -> None:
         if not _said_unwritable:
             _said_unwritable = True
             log.warning("page facts not kept in %s: %s", directory, error)
+
+
+def _raw(offsets: Any) -> list[list[int]]:
+    """An OffsetIndex's pages as saved: as read back, or from the decoded Thrift."""
+    if isinstance(offsets, StoredOffsets):
+        return offsets.raw
+    return [[p.offset, p.compressed_page_size, p.first_row_index]
+            for p in offsets.page_locations]
 
 
 def _name(key: tuple[str, int]) -> str:
