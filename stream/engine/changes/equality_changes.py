@@ -39,7 +39,11 @@ from meltwater.stream.engine.changes.change_modes import ReadScope
 from meltwater.stream.engine.changes.change_schema import DELETE, INSERT
 from meltwater.stream.engine.changes.changed_keys import aliased, key_sets, positional_deaths
 from meltwater.stream.engine.changes.equality_liveness import EqualityLiveness
-from meltwater.stream.engine.changes.indexed_keys import ADD_EVERY_ROWS, indexed_keys
+from meltwater.stream.engine.changes.indexed_keys import (
+    ADD_EVERY_ROWS,
+    BackgroundAdds,
+    indexed_keys,
+)
 from meltwater.stream.engine.changes.key_shares import KeyShare
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.remote_reads import each_in_order
@@ -248,18 +252,24 @@ class EqualityRows:
         # results are a few positions, read all ahead; while runs are built (12 bytes a
         # key), a thread's worth ahead, so what waits for a segment stays bounded
         ahead = len(reached) if coverage is None or not coverage.missing else None
-        for ref, (found, run) in zip(reached, each_in_order(reached, resolve, ahead=ahead),
-                                     strict=True):
-            if found is not None:
-                changed.append(found)
-            if run is not None and indexed is not None:
-                runs[ref.file.file_path] = (ref, run)
-                pending += run.num_rows
-                if pending >= ADD_EVERY_ROWS:
-                    indexed.add(runs, reached)  # a segment at a time
-                    runs, pending = {}, 0
-        if runs and indexed is not None:
-            indexed.add(runs, reached)
+        adds = None if indexed is None else BackgroundAdds(indexed)
+        try:
+            for ref, (found, run) in zip(reached,
+                                         each_in_order(reached, resolve, ahead=ahead),
+                                         strict=True):
+                if found is not None:
+                    changed.append(found)
+                if run is not None and adds is not None:
+                    runs[ref.file.file_path] = (ref, run)
+                    pending += run.num_rows
+                    if pending >= ADD_EVERY_ROWS:
+                        adds.add(runs, reached)  # a segment at a time, written behind
+                        runs, pending = {}, 0
+            if runs and adds is not None:
+                adds.add(runs, reached)
+        finally:
+            if adds is not None:
+                adds.settle()
         return changed
 
     def _positional(self, task: EqualityDeletedRowsTask, ref: DataFileRef) -> pa.Array | None:

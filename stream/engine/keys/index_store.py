@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from meltwater.stream.engine.keys.key_blocks import blocks_schema, run_blocks
 from meltwater.stream.engine.keys.key_runs import run_schema
-from meltwater.stream.engine.keys.stored_runs import StoredRun
+from meltwater.stream.engine.keys.stored_runs import SegmentFile, StoredRun
 from meltwater.stream.errors import KeyIndexDamagedError
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class _OpenSegment:
 
     runs: pa.ipc.RecordBatchFileReader
     blocks: pa.ipc.RecordBatchFileReader
-    fd: int
+    file: SegmentFile
     base: int  # the address of the map's first byte
 
 
@@ -180,12 +180,10 @@ class IndexStore:
         return self._catalog
 
     def _forget_unnamed(self, catalog: Catalog) -> None:
-        """Let go of the maps of segments a catalog no longer names (a long-running reader
-        would otherwise hold every rewritten segment's file open)."""
+        """Let go of the segments a catalog no longer names (a long-running reader would
+        otherwise hold every rewritten segment's file open; runs being searched keep
+        theirs until they are done: `SegmentFile`)."""
         named = {(n, s.blocks_crc32) for n, s in catalog.segments.items()}
-        for key, opened in self._segments.items():
-            if key not in named:
-                os.close(opened.fd)
         self._segments = {k: v for k, v in self._segments.items() if k in named}
         self._runs = {k: v for k, v in self._runs.items() if k[:2] in named}
 
@@ -211,7 +209,7 @@ class IndexStore:
                 or run.column(0).null_count or run.column(1).null_count:
             raise KeyIndexDamagedError(f"{entry.segment} batch {entry.batch} is not the run "
                                        "its catalog describes")
-        stored = self._runs[key] = StoredRun(entry.segment, opened.fd, opened.base, run,
+        stored = self._runs[key] = StoredRun(entry.segment, opened.file, opened.base, run,
                                              blocks)
         return stored
 
@@ -243,11 +241,11 @@ class IndexStore:
             if runs.schema != run_schema(key_type) \
                     or blocks_reader.schema != blocks_schema(key_type):
                 raise KeyIndexDamagedError(f"{path.name}: not a segment of runs")
-            fd = os.open(path, os.O_RDONLY)
+            file = SegmentFile(path)
         except (pa.ArrowInvalid, OSError) as error:
             raise KeyIndexDamagedError(f"{path.name}: {error}") from error
         mapped.seek(0)
-        return _OpenSegment(runs, blocks_reader, fd, mapped.read_buffer(1).address)
+        return _OpenSegment(runs, blocks_reader, file, mapped.read_buffer(1).address)
 
     # -- writing ----------------------------------------------------------------------------
 

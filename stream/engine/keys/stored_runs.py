@@ -12,6 +12,7 @@ that were not checked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 
@@ -34,14 +35,27 @@ def _offset_width(key_type: pa.DataType) -> int:
     return 8 if pa.types.is_large_string(key_type) or pa.types.is_large_binary(key_type) else 4
 
 
+class SegmentFile:
+    """A segment file open for reads, closed when nothing holds it any more: a run being
+    searched on a reading thread keeps its file open while a writer on another thread
+    replaces the segment (a closed descriptor's number could name another file by then)."""
+
+    def __init__(self, path: os.PathLike[str] | str) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.close(self.fd)
+
+
 class StoredRun:
     """One run of a segment: where its buffers are in the file, and its blocks' fences and
     CRC-32s (from the blocks file, checked whole when it was read)."""
 
-    def __init__(self, name: str, fd: int, base: int, run: pa.RecordBatch,
+    def __init__(self, name: str, file: SegmentFile, base: int, run: pa.RecordBatch,
                  blocks: pa.RecordBatch) -> None:
         self.name = name
-        self._fd = fd
+        self._file = file
         self.rows = run.num_rows
         self.key_type = run.schema.field(0).type
         keys, positions = run.column(0), run.column(1)
@@ -105,7 +119,10 @@ class StoredRun:
         where, size = self._buffers[buffer]
         if offset < 0 or length < 0 or offset + length > size:
             raise KeyIndexDamagedError(f"{self.name}: a block beyond its buffer")
-        data = os.pread(self._fd, length, where + offset)
+        try:
+            data = os.pread(self._file.fd, length, where + offset)
+        except OSError as error:  # the cache unreadable: read as if absent
+            raise KeyIndexDamagedError(f"{self.name}: {error}") from error
         if len(data) != length:
             raise KeyIndexDamagedError(f"{self.name}: short read")
         return data

@@ -322,3 +322,22 @@ def test_block_sums_taken_in_memory_are_those_of_the_file_written(tmp_path, kind
     assert reader.damaged == 0 and not hits.missing
     assert hits.found["sorted.parquet"][0].to_pylist() == [0, 100, 987, 988, 1199, 1499]
     assert hits.found["slice.parquet"][0].to_pylist() == [0, 211, 212, 1099]
+
+
+def test_a_run_being_searched_outlives_its_segment_being_rewritten(tmp_path):
+    """A reading thread holds a run (`covering`) while the process's writer carries it into
+    a new segment and removes the old one: its search still reads the old file, whole and
+    right (its descriptor stays open while the run is held)."""
+    index = _index(tmp_path)
+    keys = list(range(3 * key_blocks.BLOCK_ROWS))
+    a, _ = _add(index, {"a.parquet": keys, "c.parquet": list(range(20_000))})
+    coverage = index.covering([a])
+    old = index.store.catalog().files["a.parquet"].segment
+    index.add({}, used=["a.parquet"])
+    index.max_bytes = index.store.catalog().nbytes // 2  # c leaves; a is carried on
+    _add(index, {"b.parquet": [1]})
+    assert index.store.catalog().files["a.parquet"].segment != old
+    assert not (tmp_path / old).exists()
+    positions, found = index.find(coverage, a, pa.array([7, 1000], pa.int64()))
+    assert positions.to_pylist() == [7, 1000] and found.to_pylist() == [7, 1000]
+    assert index.damaged == 0
