@@ -101,6 +101,11 @@ def is_binary_like(key_type: pa.DataType) -> bool:
                 or pa.types.is_large_string(key_type) or pa.types.is_large_binary(key_type))
 
 
+def offset_width(key_type: pa.DataType) -> int:
+    """Bytes of one offset of a string or binary key column (large types: 8)."""
+    return 8 if pa.types.is_large_string(key_type) or pa.types.is_large_binary(key_type) else 4
+
+
 def candidate_blocks(fences: pa.Array, needles: pa.Array) -> list[int]:
     """The blocks (ascending) that can hold a row whose key is one of `needles` (module
     doc); none for a needle below the first fence. Computed by Arrow's kernels: a lookup
@@ -141,8 +146,7 @@ def _fixed_bytes(array: pa.Array, start: int, stop: int) -> memoryview:
 def _key_bytes(array: pa.Array, start: int, stop: int) -> tuple[memoryview, ...]:
     if not is_binary_like(array.type):
         return (_fixed_bytes(array, start, stop),)
-    width = 8 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) \
-        else 4
+    width = offset_width(array.type)
     offsets = memoryview(array.buffers()[1])
     first = (array.offset + start) * width
     bounds = offsets[first:first + (stop - start + 1) * width]

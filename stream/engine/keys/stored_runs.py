@@ -25,14 +25,11 @@ from meltwater.stream.engine.keys.key_blocks import (
     block_count,
     candidate_blocks,
     is_binary_like,
+    offset_width,
     spans,
 )
 from meltwater.stream.engine.keys.key_runs import find, run_schema
 from meltwater.stream.errors import KeyIndexDamagedError
-
-
-def _offset_width(key_type: pa.DataType) -> int:
-    return 8 if pa.types.is_large_string(key_type) or pa.types.is_large_binary(key_type) else 4
 
 
 class SegmentFile:
@@ -89,7 +86,7 @@ class StoredRun:
         """Rows [start, start + rows) (whole blocks, clipped at the run's end), checked."""
         rows = min(rows, self.rows - start)
         if is_binary_like(self.key_type):
-            width = _offset_width(self.key_type)
+            width = offset_width(self.key_type)
             offsets = self._range(0, start * width, (rows + 1) * width)
             low = int.from_bytes(offsets[:width], "little", signed=True)
             high = int.from_bytes(offsets[-width:], "little", signed=True)
