@@ -15,7 +15,8 @@ leave), the backlog for every file. Here a commit costs its keys:
    number (`equality_lookup`; the lookup after the commit extends the one before it by
    what the commit added, and becomes the next commit's);
 4. the rows whose liveness changed are read whole, from the row groups holding them only
-   (`read_rows_at`): DELETEs, or INSERTs for a row a removed delete had deleted.
+   (`read_rows_at`): DELETEs, or INSERTs for a row a removed delete had deleted. With key
+   images (`key_images`) a DELETE is its key, which step 2 found it by: nothing is read.
 
 Worked example: F1 (sequence 1) holds ids 1..4; E2 (sequence 2) deletes id 2; the commit
 at sequence 3 adds E3 deleting ids 2 and 3. The changed keys are {2, 3}; F1's key column
@@ -26,7 +27,8 @@ position 2.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +47,7 @@ from meltwater.stream.engine.changes.indexed_keys import (
     indexed_keys,
 )
 from meltwater.stream.engine.changes.key_shares import KeyShare
+from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
 from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.remote_reads import each_in_order
 from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
@@ -52,8 +55,17 @@ from meltwater.stream.engine.deletes.key_columns import key_names, key_table
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 from meltwater.stream.engine.scans.reader import read_rows_at
 
-# a reached file some row of which changed: (file, positions leaving, positions arriving)
-FileChanges = tuple[DataFileRef, pa.Array, pa.Array]
+
+@dataclass(frozen=True)
+class FileChanges:
+    """A reached file some row of which changed: the positions of the rows that left and
+    of those that arrived, and the key columns of the rows that left, row for row (what
+    the lookup found them with: enough for key images, `EqualityRows.departing_keys`)."""
+
+    ref: DataFileRef
+    leaving: pa.Array
+    arriving: pa.Array
+    leaving_keys: pa.Table
 
 
 class EqualityRows:
@@ -115,14 +127,14 @@ class EqualityRows:
 
     def changed_rows(self, ref: DataFileRef, positions: pa.Array, keys_at: pa.Table,
                      positional_before: pa.Array | None, positional_after: pa.Array | None
-                     ) -> tuple[pa.Array, pa.Array]:
+                     ) -> FileChanges:
         """Of the rows at `positions` (rows `matching` or the key index found; `keys_at`
         their key columns, row for row), those live before and not after the commit, and
-        those live after and not before: position arrays. `positional_*` are the
-        positions the position deletes and DVs delete, before and after."""
+        those live after and not before. `positional_*` are the positions the position
+        deletes and DVs delete, before and after."""
         if len(positions) == 0:
             empty = pa.array([], pa.int64())
-            return empty, empty
+            return FileChanges(ref, empty, empty, keys_at.slice(0, 0))
         batch = aliased(keys_at, self.names)
         before, after = self.liveness.for_changed_rows()
         live_before = self._live(batch, ref, positions, before, positional_before)
@@ -132,7 +144,8 @@ class EqualityRows:
         if self.excluded:  # what trusted deletes delete, their own rows say
             trusted = self._trusted(batch)
             leaving, arriving = pc.and_not(leaving, trusted), pc.and_not(arriving, trusted)
-        return positions.filter(leaving), positions.filter(arriving)
+        return FileChanges(ref, positions.filter(leaving), positions.filter(arriving),
+                           keys_at.filter(leaving))
 
     def _live(self, batch: pa.RecordBatch, ref: DataFileRef, positions: pa.Array,
               lookup: EqualityLookup | None, deleted_positions: pa.Array | None
@@ -185,29 +198,86 @@ class EqualityRows:
             return
         changed = self._resolved(task, reached)
 
-        leaving = [(ref, left) for ref, left, _ in changed if len(left)]
-        arriving = [(ref, arrived) for ref, _, arrived in changed if len(arrived)]
-        for change_type, wanted in ((DELETE, leaving), (INSERT, arriving)):
-            departing = change_type == DELETE
+        leaving = [c for c in changed if len(c.leaving)]
+        arriving = [c for c in changed if len(c.arriving)]
+        yield from self._each(DELETE, leaving, deaths=deaths)
+        yield from self._each(INSERT, arriving, deaths=deaths)
 
-            def read(item: tuple[DataFileRef, pa.Array], departing: bool = departing
-                     ) -> list[pa.RecordBatch] | None:
-                """A file's few changed rows, read ahead; None for many: read where
-                taken, a batch at a time."""
-                return (list(self.rows(*item, departing=departing))
-                        if len(item[1]) <= self.batch_size else None)
+    def _each(self, change_type: str, wanted: list[FileChanges], *, deaths: bool
+              ) -> Iterator[tuple[str, pa.RecordBatch, pa.Array | None]]:
+        """The rows of one change type of the files in `wanted`, a few files decoded at a
+        time, gathered into batches of up to `batch_size` rows (a commit of 1,000 keys
+        over 1,000 files is a batch, not 1,000 of one row each)."""
+        departing = change_type == DELETE
 
-            for (ref, positions), read_ahead in zip(wanted, each_in_order(wanted, read),
-                                                    strict=True):
-                batches = (read_ahead if read_ahead is not None
-                           else self.rows(ref, positions, departing=departing))
-                seqs = (self.first_deleted(ref, positions)
-                        if deaths and change_type == DELETE else None)
+        def positions_of(changes: FileChanges) -> pa.Array:
+            return changes.leaving if departing else changes.arriving
+
+        def read(changes: FileChanges) -> list[pa.RecordBatch] | None:
+            """A file's few changed rows, read ahead; None for many: read where taken,
+            a batch at a time."""
+            if departing:
+                from_keys = self.departing_keys(changes.leaving_keys)
+                if from_keys is not None:
+                    return from_keys.to_batches(max_chunksize=self.batch_size)
+            positions = positions_of(changes)
+            return (list(self.rows(changes.ref, positions, departing=departing))
+                    if len(positions) <= self.batch_size else None)
+
+        def batches() -> Iterator[tuple[pa.RecordBatch, pa.Array | None]]:
+            for changes, read_ahead in zip(wanted, each_in_order(wanted, read), strict=True):
+                ref, positions = changes.ref, positions_of(changes)
+                rows = (read_ahead if read_ahead is not None
+                        else self.rows(ref, positions, departing=departing))
+                seqs = self.first_deleted(ref, positions) if deaths and departing else None
                 start = 0
-                for batch in batches:
-                    yield (change_type, batch,
-                           None if seqs is None else seqs.slice(start, batch.num_rows))
+                for batch in rows:
+                    yield batch, None if seqs is None else seqs.slice(start, batch.num_rows)
                     start += batch.num_rows
+
+        for batch, seqs in self._gathered(batches()):
+            yield change_type, batch, seqs
+
+    def _gathered(self, items: Iterable[tuple[pa.RecordBatch, pa.Array | None]]
+                  ) -> Iterator[tuple[pa.RecordBatch, pa.Array | None]]:
+        """Consecutive batches (and their sequence numbers) joined up to `batch_size`
+        rows; a batch already that large passes alone."""
+        pending: list[tuple[pa.RecordBatch, pa.Array | None]] = []
+        rows = 0
+
+        def joined() -> tuple[pa.RecordBatch, pa.Array | None]:
+            if len(pending) == 1:
+                return pending[0]
+            seqs = [s for _, s in pending if s is not None]
+            return (pa.concat_batches([b for b, _ in pending]),
+                    pa.concat_arrays(seqs) if len(seqs) == len(pending) else None)
+
+        for batch, seqs in items:
+            if batch.num_rows == 0:
+                continue
+            if pending and rows + batch.num_rows > self.batch_size:
+                yield joined()
+                pending, rows = [], 0
+            pending.append((batch, seqs))
+            rows += batch.num_rows
+        if pending:
+            yield joined()
+
+    def departing_keys(self, keys: pa.Table) -> pa.Table | None:
+        """Departing rows made from the key columns they were found with, when what they
+        are read with is only those (`before-images=key` with no other column to look at):
+        then a DELETE costs no read of the data file at all. None: read them."""
+        if self.departing is None:
+            return None
+        projection, widen = self.departing
+        schema = to_arrow_schema(projection)
+        columns = []
+        for field in schema:
+            index = keys.schema.get_field_index(field.name)
+            if index < 0 or keys.schema.field(index).type != field.type:
+                return None
+            columns.append(keys.column(index).combine_chunks())
+        return pa.Table.from_batches([widen(pa.RecordBatch.from_arrays(columns, schema=schema))])
 
     def _resolved(self, task: EqualityDeletedRowsTask, reached: list[DataFileRef]
                   ) -> list[FileChanges]:
@@ -243,8 +313,7 @@ class EqualityRows:
             if len(positions) == 0:
                 return None, run
             deleted = self._positional(task, ref)
-            left, arrived = self.changed_rows(ref, positions, keys_at, deleted, deleted)
-            return (ref, left, arrived), run
+            return self.changed_rows(ref, positions, keys_at, deleted, deleted), run
 
         changed: list[FileChanges] = []
         runs: dict[str, tuple[DataFileRef, pa.RecordBatch]] = {}

@@ -4,8 +4,9 @@ Checked on every commit of Iceberg Java's corpus scenarios (whole-file deletes o
 copy-on-write rewrites, position deletes, DVs, equality deletes key-only and full-row,
 schema evolution): each commit read with key images equals the same commit read whole
 (carry-over kept, as key images keep it), the DELETE and UPDATE_BEFORE rows' other columns
-nulled; those columns are declared nullable; and an upsert's departing rows are read with
-the key columns only, not whole.
+nulled; those columns are declared nullable; an upsert's departing rows are made from the
+keys they were found by, not read; those a row filter looks at are read with the key and
+the filter's columns only.
 """
 
 from __future__ import annotations
@@ -61,9 +62,8 @@ def test_key_images_are_the_whole_rows_with_only_their_key(corpus, name):
     assert departing > 0, name
 
 
-def test_an_upserts_departing_rows_are_read_by_their_key_columns_only(corpus, monkeypatch):
-    """The equality-delete scenario's upsert: the rows its keys had are read with `id`
-    alone (and the rows it added whole); read whole, they are the same rows."""
+def _recorded_reads(monkeypatch) -> list[tuple[str, ...]]:
+    """The projections `equality_changes` reads rows at positions with, as they happen."""
     read: list[tuple[str, ...]] = []
     original = equality_changes.read_rows_at
 
@@ -72,10 +72,36 @@ def test_an_upserts_departing_rows_are_read_by_their_key_columns_only(corpus, mo
         return original(data_file, projection, *args, **kwargs)
 
     monkeypatch.setattr(equality_changes, "read_rows_at", recording)
+    return read
+
+
+def test_an_upserts_departing_rows_are_the_keys_they_were_found_by(corpus, monkeypatch):
+    """The equality-delete scenario's upserts: the rows their keys had are not read at all
+    (their key images are the keys the lookup found them by), and they are the rows the
+    whole read gives, with only `id`."""
     location = corpus.scenarios["equality_deletes"].location
+    whole = meltwater.stream.changes(location, identifier_columns=["id"],
+                                     keep_carryover=True).read_all()
+    read = _recorded_reads(monkeypatch)
     keys = meltwater.stream.changes(location, identifier_columns=["id"],
                                     before_images="key").read_all()
-    assert read and all(names == ("id",) for names in read), read
+    assert all(names != ("id",) for names in read), read
+    leaving = [t in LEAVING for t in keys.column("_change_type").to_pylist()]
+    assert sum(leaving) > 0
+    assert _rows(keys) == _rows(whole, {"id"})
+
+
+def test_departing_rows_a_filter_looks_at_are_read_with_the_key_and_its_column(
+        corpus, monkeypatch):
+    """With a row filter on `name`, departing rows are read with `id` and `name`
+    (then `name` is nulled), never whole."""
+    location = corpus.scenarios["equality_deletes"].location
+    read = _recorded_reads(monkeypatch)
+    keys = meltwater.stream.changes(location, identifier_columns=["id"], before_images="key",
+                                    filter="name IS NOT NULL").read_all()
+    departing_reads = [names for names in read if len(names) < len(keys.schema) - len(META)]
+    assert departing_reads and all(set(names) == {"id", "name"}
+                                   for names in departing_reads), read
     assert keys.num_rows
 
 
