@@ -54,13 +54,14 @@ from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
 from meltwater.stream.engine.deletes.key_columns import key_names, key_table
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 from meltwater.stream.engine.scans.reader import read_rows_at
+from meltwater.stream.errors import UnreadableFileError
 
 
 @dataclass(frozen=True)
 class FileChanges:
     """A reached file some row of which changed: the positions of the rows that left and
     of those that arrived, and the key columns of the rows that left, row for row (what
-    the lookup found them with: enough for key images, `EqualityRows.departing_keys`)."""
+    the lookup found them with: what `EqualityRows.departing_rows` takes their key columns from)."""
 
     ref: DataFileRef
     leaving: pa.Array
@@ -213,22 +214,20 @@ class EqualityRows:
         def positions_of(changes: FileChanges) -> pa.Array:
             return changes.leaving if departing else changes.arriving
 
+        def rows_of(changes: FileChanges) -> Iterator[pa.RecordBatch]:
+            return (self.departing_rows(changes) if departing
+                    else self.rows(changes.ref, changes.arriving))
+
         def read(changes: FileChanges) -> list[pa.RecordBatch] | None:
             """A file's few changed rows, read ahead; None for many: read where taken,
             a batch at a time."""
-            if departing:
-                from_keys = self.departing_keys(changes.leaving_keys)
-                if from_keys is not None:
-                    return from_keys.to_batches(max_chunksize=self.batch_size)
-            positions = positions_of(changes)
-            return (list(self.rows(changes.ref, positions, departing=departing))
-                    if len(positions) <= self.batch_size else None)
+            return (list(rows_of(changes)) if len(positions_of(changes)) <= self.batch_size
+                    else None)
 
         def batches() -> Iterator[tuple[pa.RecordBatch, pa.Array | None]]:
             for changes, read_ahead in zip(wanted, each_in_order(wanted, read), strict=True):
                 ref, positions = changes.ref, positions_of(changes)
-                rows = (read_ahead if read_ahead is not None
-                        else self.rows(ref, positions, departing=departing))
+                rows = read_ahead if read_ahead is not None else rows_of(changes)
                 seqs = self.first_deleted(ref, positions) if deaths and departing else None
                 start = 0
                 for batch in rows:
@@ -262,22 +261,6 @@ class EqualityRows:
             rows += batch.num_rows
         if pending:
             yield joined()
-
-    def departing_keys(self, keys: pa.Table) -> pa.Table | None:
-        """Departing rows made from the key columns they were found with, when what they
-        are read with is only those (`before-images=key` with no other column to look at):
-        then a DELETE costs no read of the data file at all. None: read them."""
-        if self.departing is None:
-            return None
-        projection, widen = self.departing
-        schema = to_arrow_schema(projection)
-        columns = []
-        for field in schema:
-            index = keys.schema.get_field_index(field.name)
-            if index < 0 or keys.schema.field(index).type != field.type:
-                return None
-            columns.append(keys.column(index).combine_chunks())
-        return pa.Table.from_batches([widen(pa.RecordBatch.from_arrays(columns, schema=schema))])
 
     def _resolved(self, task: EqualityDeletedRowsTask, reached: list[DataFileRef]
                   ) -> list[FileChanges]:
@@ -347,14 +330,42 @@ class EqualityRows:
         mask = self.loader.deletion_mask([r.file for r in refs], ref.file.file_path)
         return None if mask is None else mask.positions
 
-    def rows(self, ref: DataFileRef, positions: pa.Array, *, departing: bool = False
-             ) -> Iterator[pa.RecordBatch]:
-        """The projected rows at `positions` of a data file (`departing`: as the DELETE
-        rows are read, see `departing` in the constructor)."""
-        projection, widen = self.projection, None
-        if departing and self.departing is not None:
-            projection, widen = self.departing
-        batches = read_rows_at(ref.file, projection, self.io, positions,
-                               sequence_number=ref.sequence_number, deletes=self.loader,
-                               batch_size=self.batch_size)
-        yield from batches if widen is None else map(widen, batches)
+    def rows(self, ref: DataFileRef, positions: pa.Array) -> Iterator[pa.RecordBatch]:
+        """The projected rows at `positions` of a data file."""
+        return read_rows_at(ref.file, self.projection, self.io, positions,
+                            sequence_number=ref.sequence_number, deletes=self.loader,
+                            batch_size=self.batch_size)
+
+    def departing_rows(self, changes: FileChanges) -> Iterator[pa.RecordBatch]:
+        """A file's DELETE rows, as `departing` in the constructor says they are read. Their
+        key columns are the keys they were found by (`leaving_keys`), so only the other
+        columns are read at their positions: a key column is decoded once, by the lookup
+        or the index, not again for the rows; with key images nothing is read at all."""
+        projection, widen = self.departing or (self.projection, None)
+        schema = to_arrow_schema(projection)
+        keys = changes.leaving_keys
+        known = {f.name for f in schema if keys.schema.get_field_index(f.name) >= 0
+                 and keys.schema.field(f.name).type == f.type}
+        rest = tuple(f for f in projection.fields if f.name not in known)
+        total = len(changes.leaving)
+        if rest:
+            read: Iterable[pa.RecordBatch | int] = read_rows_at(
+                changes.ref.file, Schema(rest, projection.schema_id,
+                                         projection.identifier_field_ids),
+                self.io, changes.leaving, sequence_number=changes.ref.sequence_number,
+                deletes=self.loader, batch_size=self.batch_size)
+        else:
+            read = [min(self.batch_size, total - s) for s in range(0, total, self.batch_size)]
+        start = 0
+        for item in read:  # a batch of the other columns, or a count of rows without one
+            other = None if isinstance(item, int) else item
+            count = other.num_rows if other is not None else int(item)
+            columns = [other.column(f.name) if other is not None and f.name not in known
+                       else keys.column(f.name).slice(start, count).combine_chunks()
+                       for f in schema]
+            batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+            yield batch if widen is None else widen(batch)
+            start += count
+        if start != total:
+            raise UnreadableFileError(f"{changes.ref.file.file_path}: holds {start} of the "
+                                      f"{total} rows its key column has at the positions read")
