@@ -262,7 +262,8 @@ class PageReader:
             parts.append(data)
             size += len(data)
             rows += count
-        decoded = _decode_one_column(thrift, footer, chunk, prefix, size - 4, rows, parts)
+        decoded = _decode_one_column(thrift, footer, chunk, prefix, size - 4, rows, parts,
+                                     as_dictionary=_dictionary_strings(thrift, meta))
         if len(decoded) != rows:
             raise ValueError("the pages decoded to other row counts")
         if decoded.type != field.type:
@@ -335,11 +336,29 @@ def _check_page_rows(thrift: Any, data: bytes | pa.Buffer, rows: int) -> None:
         raise ValueError("a page's header and the OffsetIndex disagree")
 
 
+def _dictionary_strings(thrift: Any, meta: Any) -> bool:
+    """Whether a column chunk holds byte arrays whose data pages are all dictionary encoded
+    (by its `encoding_stats`): then pyarrow decodes its pages to a dictionary array, which
+    is cast to the column's type after, in half the time of decoding them to strings (a
+    10-character column of 20,000-row pages, 2 cores: 17 ms against 34 ms a row group).
+    A chunk that fell back to plain pages is decoded as it is: a dictionary would be
+    built of them, value by value."""
+    module = thrift.module
+    if meta.type != module.Type.BYTE_ARRAY or not meta.encoding_stats:
+        return False
+    data_pages = (module.PageType.DATA_PAGE, module.PageType.DATA_PAGE_V2)
+    dictionary = (module.Encoding.PLAIN_DICTIONARY, module.Encoding.RLE_DICTIONARY)
+    pages = [e for e in meta.encoding_stats if e.page_type in data_pages]
+    return bool(pages) and all(e.encoding in dictionary for e in pages)
+
+
 def _decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: int,
-                       rows: int, body: list[bytes | pa.Buffer]) -> pa.Array:
+                       rows: int, body: list[bytes | pa.Buffer], *, as_dictionary: bool = False
+                       ) -> pa.Array:
     """What pyarrow decodes from `body` (the magic, a dictionary page of `prefix` bytes, data
-    pages, `size` bytes after the magic) behind a footer for that one column. The parts are
-    joined once: copies of a column's pages cost as much as decoding them."""
+    pages, `size` bytes after the magic) behind a footer for that one column (`as_dictionary`:
+    to a dictionary array, `_dictionary_strings`). The parts are joined once: copies of a
+    column's pages cost as much as decoding them."""
     meta = copy.copy(chunk.meta_data)
     meta.dictionary_page_offset = 4 if prefix else None
     meta.data_page_offset = 4 + prefix
@@ -362,7 +381,9 @@ def _decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: 
     import pyarrow.parquet as pq
 
     file = b"".join([*body, raw, struct.pack("<I", len(raw)), _MAGIC])
-    column = pq.ParquetFile(pa.BufferReader(file)).read(use_threads=False).column(0)
+    read_dictionary = [leaf.name] if as_dictionary and prefix else None
+    column = pq.ParquetFile(pa.BufferReader(file), read_dictionary=read_dictionary
+                            ).read(use_threads=False).column(0)
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 

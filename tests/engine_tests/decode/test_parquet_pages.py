@@ -104,6 +104,59 @@ def test_rows_read_by_page_are_the_whole_reads(tmp_path, monkeypatch, write):
     assert pages, "no column was read by page"
 
 
+def _chosen_as_dictionary(monkeypatch) -> dict[str, bool]:
+    """Column name -> whether its pages were decoded to a dictionary, as they are read."""
+    chosen: dict[str, bool] = {}
+    original = parquet_pages._dictionary_strings
+
+    def recording(thrift, meta):
+        chosen[meta.path_in_schema[0]] = answer = original(thrift, meta)
+        return answer
+
+    monkeypatch.setattr(parquet_pages, "_dictionary_strings", recording)
+    return chosen
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_byte_arrays_whose_pages_are_all_dictionary_encoded_decode_to_a_dictionary(
+        tmp_path, monkeypatch, write):
+    """Such string columns are decoded to a dictionary array first (then cast); other
+    columns and plain string pages never are. Either way the rows are the whole read's."""
+    path = tmp_path / "f.parquet"
+    table = _write(path, WRITES[write])
+    chosen = _chosen_as_dictionary(monkeypatch)
+    rows = sorted(random.Random(3).sample(range(ROWS), 5))
+    found = _read(path, rows)
+    assert all(found[r] == table.to_pylist()[r] for r in rows)
+    assert chosen["i"] is False and chosen["d"] is False  # no byte arrays
+    dictionary = WRITES[write].get("use_dictionary", True)
+    assert chosen["s"] is dictionary and chosen["u"] is dictionary, chosen
+
+
+def test_a_dictionary_that_fell_back_to_plain_pages_is_decoded_as_it_is(tmp_path):
+    """A chunk whose dictionary outgrew its limit has plain data pages after the dictionary
+    ones (its `encoding_stats` say so): not decoded to a dictionary, rows still right."""
+    path = tmp_path / "f.parquet"
+    table = pa.table({"id": pa.array(range(ROWS), pa.int64()),
+                      "u": [f"note {i:05d}" for i in range(ROWS)]})
+    pq.write_table(table, path, write_page_index=True, data_page_size=512,
+                   write_batch_size=50, dictionary_pagesize_limit=4096)
+    meta = _thrift_footer(path).row_groups[0].columns[1].meta_data
+    assert {e.encoding for e in meta.encoding_stats if e.page_type == 0} == {0, 8}
+    assert parquet_pages._dictionary_strings(parquet_pages.parquet_thrift(), meta) is False
+    rows = [10, 2_500]
+    found = _read(path, rows)
+    assert [found[r]["u"] for r in rows] == ["note 00010", "note 02500"]
+
+
+def _thrift_footer(path):
+    """The file's footer as Thrift."""
+    data = path.read_bytes()
+    thrift = parquet_pages.parquet_thrift()
+    length = int.from_bytes(data[-8:-4], "little")
+    return thrift.decode(thrift.module.FileMetaData(), data[-8 - length:-8])
+
+
 def test_a_file_read_again_decodes_no_thrift_and_gives_the_same_rows(tmp_path, monkeypatch):
     """Its footer, OffsetIndexes and checked page headers are kept by the process."""
     path = tmp_path / "f.parquet"
