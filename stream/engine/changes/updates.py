@@ -78,13 +78,36 @@ def row_codes(columns: Sequence[pa.Array | pa.ChunkedArray], length: int | None 
     keys = [key for column in columns for key in _key_arrays(_whole(column))]
     if not keys or n == 0:
         return pa.repeat(pa.scalar(0, pa.int64()), n)
-    if len(keys) == 1:
-        return pc.dictionary_encode(keys[0], null_encoding="encode").indices.cast(pa.int64())
-    # One hash pass over all key columns: each group's row list, then each row's group.
+    # Codes are numbered in order of first appearance (dictionary encoding's), so output
+    # that sorts by code (update pairs) is the same on every run. Each further column
+    # refines the codes so far: (code, the column's code) pairs made one int64 and encoded
+    # again, dense below n, so the pair never exceeds n * n (no overflow below 2**31 rows).
+    # Arrow's group_by would hash all columns at once, but loads Acero and the dataset
+    # module (5 ms of every small command's start).
+    if n >= _MAX_REFINED_ROWS:
+        return _grouped_codes(keys, n)
+    codes, _ = _dense(keys[0])
+    for key in keys[1:]:
+        column, width = _dense(key)
+        codes, _ = _dense(pc.add(pc.multiply(codes, pa.scalar(width, pa.int64())), column))
+    return codes
+
+
+_MAX_REFINED_ROWS = 2**31
+
+
+def _dense(key: pa.Array) -> tuple[pa.Array, int]:
+    """Dense int64 codes of one array's values (null one of them) by first appearance, and
+    how many there are."""
+    encoded = pc.dictionary_encode(key, null_encoding="encode")
+    return encoded.indices.cast(pa.int64()), len(encoded.dictionary)
+
+
+def _grouped_codes(keys: list[pa.Array], n: int) -> pa.Array:
+    """`row_codes` by one hash pass over every key column (each group's rows, then each
+    row's group): for tables too long for pairs of codes to fit an int64."""
     names = [f"k{i}" for i in range(len(keys))]
     table = pa.table([*keys, _arange(n)], names=[*names, "row"])
-    # Single-threaded: groups are numbered in order of first appearance, so output that
-    # sorts by code (update pairs) is the same on every run.
     groups = table.group_by(names, use_threads=False).aggregate([("row", "list")])
     lists = groups.column("row_list").combine_chunks()
     return pc.scatter(pc.list_parent_indices(lists).cast(pa.int64()), pc.list_flatten(lists),
@@ -187,15 +210,16 @@ def _rank_within(groups: pa.Array) -> pa.Array:
 def _counts_by_code(codes: pa.Array, flag: pa.Array, cardinality: int
                     ) -> tuple[pa.Array, pa.Array]:
     """Per dense code: how many rows have `flag` set and how many do not."""
-    flagged = flag.cast(pa.int64())
-    table = pa.table({"code": codes, "yes": flagged,
-                      "no": pc.subtract(pa.scalar(1, pa.int64()), flagged)})
-    counts = table.group_by("code", use_threads=False).aggregate([("yes", "sum"),
-                                                                  ("no", "sum")])
-    code = counts.column("code").combine_chunks()
-    yes = pc.scatter(counts.column("yes_sum").combine_chunks(), code, max_index=cardinality - 1)
-    no = pc.scatter(counts.column("no_sum").combine_chunks(), code, max_index=cardinality - 1)
-    return yes, no
+    def counted(rows: pa.Array) -> pa.Array:
+        """How many of `rows`' codes each code has (value counts: no Acero to load)."""
+        counts = pc.value_counts(rows)
+        if len(counts) == 0:
+            return pa.repeat(pa.scalar(0, pa.int64()), cardinality)
+        spread = pc.scatter(counts.field("counts").cast(pa.int64()), counts.field("values"),
+                            max_index=cardinality - 1)
+        return pc.fill_null(spread, 0)
+
+    return counted(codes.filter(flag)), counted(codes.filter(pc.invert(flag)))
 
 
 def _arriving(change_types: pa.Array | pa.ChunkedArray) -> pa.Array:
