@@ -43,7 +43,6 @@ from meltwater.stream.engine.decode.arrow_filter import field_paths, type_at_pat
 from meltwater.stream.engine.decode.arrow_schema import field_id, to_arrow_schema
 from meltwater.stream.engine.decode.formats import open_source
 from meltwater.stream.engine.decode.projection import FileProjection
-from meltwater.stream.engine.deletes.equality_lookup import equality_lookup, for_set, key_field_ids
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 
 
@@ -82,8 +81,15 @@ class DeletePayloads:
         data_path = data.file.file_path
         applying = (None if equality is None
                     or not equality.applies_to(data.sequence_number, data.file) else equality)
-        key_ids = sorted(key_field_ids(applying, data.sequence_number, data.file)
-                         if applying is not None else ())
+        key_ids: list[int] = []
+        if applying is not None:  # the lookup module, loaded for equality deletes alone
+            from meltwater.stream.engine.deletes.equality_lookup import (
+                equality_lookup,
+                for_set,
+                key_field_ids,
+            )
+
+            key_ids = sorted(key_field_ids(applying, data.sequence_number, data.file))
         parts = []
         for ref in added:
             payload = self._payload(ref.file)

@@ -6,6 +6,7 @@ The bottom room of the engine: it imports only the planner and `meltwater.stream
 - `parquet_layout`: the row groups a split or a set of positions needs, the leaves a
   selection names;
 - `parquet_pages`: rows named by position read from the pages holding them (OffsetIndex);
+- `page_file`: one column's chosen pages as a Parquet file in memory, decoded by pyarrow;
 - `page_metadata`: what page reads decoded and checked of a file, kept per process;
 - `parquet_thrift`: parquet.thrift's structs (footers, page indexes, page headers);
 - `projection`: a file's columns matched to a read schema by field id;

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from meltwater.planner.errors import UnsupportedFeatureError
 from meltwater.planner.table.fileio import FileIO
-from meltwater.stream.engine.decode import parquet_pages
+from meltwater.stream.engine.decode import parquet_layout
 from meltwater.stream.engine.decode.arrow_schema import (
     FIELD_ID_KEY,
 )
@@ -31,11 +31,10 @@ from meltwater.stream.engine.decode.parquet_layout import (
     parquet_leaf_paths,
     row_group_runs,
 )
-from meltwater.stream.engine.decode.parquet_pages import PageReader, file_size_of, read_range_of
 from meltwater.stream.errors import UnreadableFileError
 
 if TYPE_CHECKING:
-    pass
+    from meltwater.stream.engine.decode.parquet_pages import PageReader
 
 
 
@@ -117,13 +116,20 @@ class ParquetSource(FileSource):
                  runs: list[tuple[int, list[int]]], rows: Sequence[int],
                  ) -> Iterator[tuple[int, pa.RecordBatch]]:
         """Each row group of `runs` by page where `PageReader` can, else whole; runs of
-        row groups too small to look at (`MIN_PAGED_GROUP_ROWS`) are read as before."""
+        row groups too small to look at (`parquet_layout.MIN_PAGED_GROUP_ROWS`) are read
+        as before."""
         metadata = self._file.metadata
-        if all(metadata.row_group(g).num_rows < parquet_pages.MIN_PAGED_GROUP_ROWS
-               for _, groups in runs for g in groups):
+        least = parquet_layout.MIN_PAGED_GROUP_ROWS
+        if all(metadata.row_group(g).num_rows < least for _, groups in runs for g in groups):
             yield from self._whole_groups(selection, batch_size, runs)
             return
-        if self._pages is None:
+        if self._pages is None:  # loaded here: small commits of small row groups never do
+            from meltwater.stream.engine.decode.parquet_pages import (
+                PageReader,
+                file_size_of,
+                read_range_of,
+            )
+
             self._pages = PageReader(read_range_of(self._handle), file_size_of(self._handle),
                                      self._file, self.path)
         fields = sorted(selection)
@@ -138,7 +144,7 @@ class ParquetSource(FileSource):
                 hi = bisect.bisect_left(rows, first + count, lo)
                 paged = self._pages.read(group, first, fields, whole_paths, rows[lo:hi],
                                          batch_size) \
-                    if count >= parquet_pages.MIN_PAGED_GROUP_ROWS else None
+                    if count >= least else None
                 if paged is not None:
                     yield from paged
                 else:

@@ -9,6 +9,12 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+# Row groups of fewer rows are read whole, without looking at their pages (`parquet_pages`,
+# not even loaded for them): decoding one takes a few milliseconds a column, which is what
+# loading parquet.thrift (thriftpy2 parses the IDL: about 60 ms, once per process) and
+# decoding a footer would cost a small commit that pages could not save.
+MIN_PAGED_GROUP_ROWS = 200_000
+
 # A selection of a file's columns, mirroring its Arrow schema: for each wanted top-level
 # field index, either True (the whole subtree) or the wanted child indices, recursively.
 Selection = dict[int, "Literal[True] | Selection"]

@@ -21,7 +21,8 @@ the row group whole, as before, so this is never the reason for a wrong row):
 - the decoded column must hold exactly the rows of its pages, and cast to the type the
   whole read gives (else the whole read);
 - when the pages needed hold half a row group's rows or more, or the row group holds
-  fewer than `MIN_PAGED_GROUP_ROWS` rows, it is read whole: page reads would buy little.
+  fewer than `parquet_layout.MIN_PAGED_GROUP_ROWS` rows, it is read whole: page reads
+  would buy little.
 
 What was decoded and checked of a file (its footer, OffsetIndexes, the pages whose
 headers agreed with them) is kept per process (`FileFacts`, the last `KEPT_FILES` files,
@@ -38,7 +39,6 @@ groups (`FileSource.batches`).
 from __future__ import annotations
 
 import bisect
-import copy
 import itertools
 import struct
 import zlib
@@ -48,20 +48,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from meltwater.stream.engine.decode.page_file import MAGIC, decode_one_column, dictionary_strings
 from meltwater.stream.engine.decode.page_metadata import FileFacts, facts_of, keep, restore, save
 from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift
 
 # Read by page only while the pages needed hold less than this share of the row group.
 MAX_PAGED_SHARE = 0.5
-# Row groups of fewer rows are read whole, without looking at their pages: decoding one
-# takes a few milliseconds a column, which is what loading parquet.thrift (thriftpy2 parses
-# the IDL: about 60 ms, once per process) and decoding a footer would cost a small commit
-# that pages could not save.
-MIN_PAGED_GROUP_ROWS = 200_000
 # Enough of a page to decode its header (statistics make some headers long: a longer one
 # fails to decode, and that page's row group is read whole).
 _HEADER_BYTES = 16 * 1024
-_MAGIC = b"PAR1"
 _TAIL = struct.Struct("<I4s")
 
 # (offset, length) -> the bytes (or a pyarrow Buffer: no copy is made of what a read gives);
@@ -146,7 +141,7 @@ class PageReader:
         if self._size < 12:
             raise ValueError("too short")
         length, magic = _TAIL.unpack(bytes(self._read(self._size - 8, 8)))
-        if magic != _MAGIC or length + 12 > self._size:
+        if magic != MAGIC or length + 12 > self._size:
             raise ValueError("no plain footer")  # PARE: an encrypted footer
         thrift = parquet_thrift()
         raw = bytes(self._read(self._size - 8 - length, length))
@@ -230,7 +225,7 @@ class PageReader:
                               min(_HEADER_BYTES, locations[page].compressed_page_size))
             _check_page_rows(thrift, head, starts[page + 1] - starts[page])
             checked.add(page)
-        parts: list[bytes | pa.Buffer] = [_MAGIC]  # the file's bytes, joined once (below)
+        parts: list[bytes | pa.Buffer] = [MAGIC]  # the file's bytes, joined once (below)
         prefix = 0
         if chunk_start < locations[0].offset:  # the dictionary page
             dictionary = self._read(chunk_start, locations[0].offset - chunk_start)
@@ -262,8 +257,8 @@ class PageReader:
             parts.append(data)
             size += len(data)
             rows += count
-        decoded = _decode_one_column(thrift, footer, chunk, prefix, size - 4, rows, parts,
-                                     as_dictionary=_dictionary_strings(thrift, meta))
+        decoded = decode_one_column(thrift, footer, chunk, prefix, size - 4, rows, parts,
+                                    as_dictionary=dictionary_strings(thrift, meta))
         if len(decoded) != rows:
             raise ValueError("the pages decoded to other row counts")
         if decoded.type != field.type:
@@ -334,77 +329,6 @@ def _check_page_rows(thrift: Any, data: bytes | pa.Buffer, rows: int) -> None:
         raise ValueError("not a data page")
     if counted != rows:
         raise ValueError("a page's header and the OffsetIndex disagree")
-
-
-def _dictionary_strings(thrift: Any, meta: Any) -> bool:
-    """Whether a column chunk holds byte arrays whose data pages are all dictionary encoded
-    (by its `encoding_stats`): then pyarrow decodes its pages to a dictionary array, which
-    is cast to the column's type after, in half the time of decoding them to strings (a
-    10-character column of 20,000-row pages, 2 cores: 17 ms against 34 ms a row group).
-    A chunk that fell back to plain pages is decoded as it is: a dictionary would be
-    built of them, value by value."""
-    module = thrift.module
-    if meta.type != module.Type.BYTE_ARRAY or not meta.encoding_stats:
-        return False
-    data_pages = (module.PageType.DATA_PAGE, module.PageType.DATA_PAGE_V2)
-    dictionary = (module.Encoding.PLAIN_DICTIONARY, module.Encoding.RLE_DICTIONARY)
-    pages = [e for e in meta.encoding_stats if e.page_type in data_pages]
-    return bool(pages) and all(e.encoding in dictionary for e in pages)
-
-
-def _decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: int,
-                       rows: int, body: list[bytes | pa.Buffer], *, as_dictionary: bool = False
-                       ) -> pa.Array:
-    """What pyarrow decodes from `body` (the magic, a dictionary page of `prefix` bytes, data
-    pages, `size` bytes after the magic) behind a footer for that one column (`as_dictionary`:
-    to a dictionary array, `_dictionary_strings`). The parts are joined once: copies of a
-    column's pages cost as much as decoding them."""
-    meta = copy.copy(chunk.meta_data)
-    meta.dictionary_page_offset = 4 if prefix else None
-    meta.data_page_offset = 4 + prefix
-    meta.total_compressed_size = size
-    meta.total_uncompressed_size = size
-    meta.num_values = rows
-    for name in ("statistics", "encoding_stats", "bloom_filter_offset", "bloom_filter_length",
-                 "size_statistics", "geospatial_statistics", "index_page_offset"):
-        if hasattr(meta, name):
-            setattr(meta, name, None)
-    module = thrift.module
-    leaf = copy.copy(footer.schema[_schema_position(footer.schema, chunk)])
-    root = copy.copy(footer.schema[0])
-    root.num_children = 1
-    group = module.RowGroup(columns=[module.ColumnChunk(file_offset=4, meta_data=meta)],
-                            total_byte_size=size, num_rows=rows)
-    metadata = module.FileMetaData(version=footer.version, schema=[root, leaf], num_rows=rows,
-                                   row_groups=[group], created_by=footer.created_by)
-    raw = thrift.encode(metadata)
-    import pyarrow.parquet as pq
-
-    file = b"".join([*body, raw, struct.pack("<I", len(raw)), _MAGIC])
-    read_dictionary = [leaf.name] if as_dictionary and prefix else None
-    column = pq.ParquetFile(pa.BufferReader(file), read_dictionary=read_dictionary
-                            ).read(use_threads=False).column(0)
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
-def _schema_position(schema: list[Any], chunk: Any) -> int:
-    """The schema element of a top-level leaf column chunk (its path is one name)."""
-    path = chunk.meta_data.path_in_schema
-    if len(path) != 1:
-        raise ValueError("not a top-level column")
-    position = 1
-    for _ in range(schema[0].num_children or 0):
-        if schema[position].name == path[0] and not schema[position].num_children:
-            return position
-        position = _skip(schema, position)
-    raise ValueError("no such column")
-
-
-def _skip(schema: list[Any], at: int) -> int:
-    nxt = at + 1
-    for _ in range(schema[at].num_children or 0):
-        nxt = _skip(schema, nxt)
-    return nxt
 
 
 def _batches(columns: list[_Column], wanted: list[int], first: int,

@@ -55,7 +55,6 @@ from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
 from meltwater.stream.engine.decode.formats import open_source
 from meltwater.stream.engine.decode.parquet_layout import any_between
 from meltwater.stream.engine.decode.projection import FileProjection
-from meltwater.stream.engine.deletes.equality_lookup import equality_lookup, for_set, key_field_ids
 
 if TYPE_CHECKING:
     from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
@@ -98,6 +97,18 @@ class _SharedEquality(NamedTuple):
         return self.lookup.deleted(batch, self.data_file, self.sequence_number)
 
 
+def _equality_key_ids(applying: Sequence[EqualityDeleteSet | None],
+                      sequence_number: int | None, data_file: DataFile) -> set[int]:
+    """The key field ids of the equality deletes that apply to a data file (the lookup
+    module is loaded only when some do: most reads have none)."""
+    if sequence_number is None or all(e is None for e in applying):
+        return set()
+    from meltwater.stream.engine.deletes.equality_lookup import key_field_ids
+
+    return {fid for e in applying if e is not None
+            for fid in key_field_ids(e, sequence_number, data_file)}
+
+
 class _OpenFile:
     """A data file opened for reading under one or more delete sets: the source, the
     projection plan (with extra columns for equality keys and filters) and each set's
@@ -117,8 +128,7 @@ class _OpenFile:
         applying = [e if e is not None and sequence_number is not None
                     and e.applies_to(sequence_number, data_file) else None
                     for e in (equality or [None] * len(delete_sets))]
-        key_ids = {fid for e in applying if e is not None and sequence_number is not None
-                   for fid in key_field_ids(e, sequence_number, data_file)}
+        key_ids = _equality_key_ids(applying, sequence_number, data_file)
         extra: dict[int, pa.DataType | None] = {fid: None for fid in sorted(key_ids)
                                                 if fid not in in_projection}
         for fid, type_ in (filter_types or {}).items():
@@ -132,6 +142,11 @@ class _OpenFile:
             mask = loader.deletion_mask([d.file for d in refs], data_file.file_path)
             lookup = None
             if shared is not None and sequence_number is not None:
+                from meltwater.stream.engine.deletes.equality_lookup import (
+                    equality_lookup,
+                    for_set,
+                )
+
                 lookup = _SharedEquality(
                     equality_lookup(shared, loader, *for_set(shared, key_types, key_paths)),
                     data_file, sequence_number)

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from meltwater.planner.table.fileio import PyArrowFileIO
-from meltwater.stream.engine.decode import page_metadata, parquet_pages
+from meltwater.stream.engine.decode import page_metadata, parquet_layout, parquet_pages
 from meltwater.stream.engine.decode.formats import ParquetSource
 
 ROWS = 3_000
@@ -28,7 +28,7 @@ ROWS = 3_000
 @pytest.fixture(autouse=True)
 def _small_row_groups_by_page(monkeypatch):
     """These files are small: read their row groups by page all the same."""
-    monkeypatch.setattr(parquet_pages, "MIN_PAGED_GROUP_ROWS", 0)
+    monkeypatch.setattr(parquet_layout, "MIN_PAGED_GROUP_ROWS", 0)
 
 
 def _table(seed: int) -> pa.Table:
@@ -107,13 +107,13 @@ def test_rows_read_by_page_are_the_whole_reads(tmp_path, monkeypatch, write):
 def _chosen_as_dictionary(monkeypatch) -> dict[str, bool]:
     """Column name -> whether its pages were decoded to a dictionary, as they are read."""
     chosen: dict[str, bool] = {}
-    original = parquet_pages._dictionary_strings
+    original = parquet_pages.dictionary_strings
 
     def recording(thrift, meta):
         chosen[meta.path_in_schema[0]] = answer = original(thrift, meta)
         return answer
 
-    monkeypatch.setattr(parquet_pages, "_dictionary_strings", recording)
+    monkeypatch.setattr(parquet_pages, "dictionary_strings", recording)
     return chosen
 
 
@@ -143,7 +143,7 @@ def test_a_dictionary_that_fell_back_to_plain_pages_is_decoded_as_it_is(tmp_path
                    write_batch_size=50, dictionary_pagesize_limit=4096)
     meta = _thrift_footer(path).row_groups[0].columns[1].meta_data
     assert {e.encoding for e in meta.encoding_stats if e.page_type == 0} == {0, 8}
-    assert parquet_pages._dictionary_strings(parquet_pages.parquet_thrift(), meta) is False
+    assert parquet_pages.dictionary_strings(parquet_pages.parquet_thrift(), meta) is False
     rows = [10, 2_500]
     found = _read(path, rows)
     assert [found[r]["u"] for r in rows] == ["note 00010", "note 02500"]
