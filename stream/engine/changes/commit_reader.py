@@ -34,7 +34,7 @@ from meltwater.stream.engine.changes.updates import deletes_first, pair_updates,
 from meltwater.stream.engine.decode.arrow_constants import constant_array
 from meltwater.stream.engine.decode.arrow_filter import to_arrow_filter
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
-from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE, gathered
 from meltwater.stream.engine.decode.remote_reads import each_in_order
 from meltwater.stream.engine.deletes.loader import DeleteLoader
 
@@ -93,7 +93,8 @@ class CommitReader:
         if compare and leaving and (arriving or may_undelete):
             yield from self._compared(self._raw(leaving, arriving))
             return
-        for change_type, batch in self._raw(leaving, arriving):
+        raw = ((change_type, batch, None) for change_type, batch in self._raw(leaving, arriving))
+        for change_type, batch, _ in gathered(raw, self.batch_size):
             yield self.columns.finish(batch, change_type)
 
     def _raw(self, leaving: Sequence[ChangeTask], arriving: list[AddedRowsTask]

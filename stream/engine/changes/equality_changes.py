@@ -48,7 +48,7 @@ from meltwater.stream.engine.changes.indexed_keys import (
 )
 from meltwater.stream.engine.changes.key_shares import KeyShare
 from meltwater.stream.engine.decode.arrow_schema import to_arrow_schema
-from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE
+from meltwater.stream.engine.decode.batch_size import DEFAULT_BATCH_SIZE, gathered
 from meltwater.stream.engine.decode.remote_reads import each_in_order
 from meltwater.stream.engine.deletes.equality_lookup import EqualityLookup
 from meltwater.stream.engine.deletes.key_columns import key_names, key_table
@@ -224,43 +224,18 @@ class EqualityRows:
             return (list(rows_of(changes)) if len(positions_of(changes)) <= self.batch_size
                     else None)
 
-        def batches() -> Iterator[tuple[pa.RecordBatch, pa.Array | None]]:
+        def batches() -> Iterator[tuple[str, pa.RecordBatch, pa.Array | None]]:
             for changes, read_ahead in zip(wanted, each_in_order(wanted, read), strict=True):
                 ref, positions = changes.ref, positions_of(changes)
                 rows = read_ahead if read_ahead is not None else rows_of(changes)
                 seqs = self.first_deleted(ref, positions) if deaths and departing else None
                 start = 0
                 for batch in rows:
-                    yield batch, None if seqs is None else seqs.slice(start, batch.num_rows)
+                    yield (change_type, batch,
+                           None if seqs is None else seqs.slice(start, batch.num_rows))
                     start += batch.num_rows
 
-        for batch, seqs in self._gathered(batches()):
-            yield change_type, batch, seqs
-
-    def _gathered(self, items: Iterable[tuple[pa.RecordBatch, pa.Array | None]]
-                  ) -> Iterator[tuple[pa.RecordBatch, pa.Array | None]]:
-        """Consecutive batches (and their sequence numbers) joined up to `batch_size`
-        rows; a batch already that large passes alone."""
-        pending: list[tuple[pa.RecordBatch, pa.Array | None]] = []
-        rows = 0
-
-        def joined() -> tuple[pa.RecordBatch, pa.Array | None]:
-            if len(pending) == 1:
-                return pending[0]
-            seqs = [s for _, s in pending if s is not None]
-            return (pa.concat_batches([b for b, _ in pending]),
-                    pa.concat_arrays(seqs) if len(seqs) == len(pending) else None)
-
-        for batch, seqs in items:
-            if batch.num_rows == 0:
-                continue
-            if pending and rows + batch.num_rows > self.batch_size:
-                yield joined()
-                pending, rows = [], 0
-            pending.append((batch, seqs))
-            rows += batch.num_rows
-        if pending:
-            yield joined()
+        yield from gathered(batches(), self.batch_size)
 
     def _resolved(self, task: EqualityDeletedRowsTask, reached: list[DataFileRef]
                   ) -> list[FileChanges]:
