@@ -85,12 +85,14 @@ def plot(shape: str, path: Path = FIGURE) -> list[int]:
     warm = [(r["rows"], min(r["warm_reader_seconds"][1:])) for r in found]
     axis.plot(*zip(*warm, strict=True), "-", marker="s", color=f"C{len(SERIES)}",
               label="changes, warm reader (in process)")
-    dv = RESULTS / "pages.json"
-    if dv.exists():
-        pages = json.loads(dv.read_text())
-        runs = pages["pairs"][0]["runs"]["current"]
-        axis.plot([pages["rows"]], [statistics.median(r["seconds"] for r in runs)], "D",
-                  color="black", label=f"DV commit of {pages['deleted']} rows (bench/pages.py)")
+    dv = sorted((json.loads(p.read_text()) for p in RESULTS.glob("pages-*.json")),
+                key=lambda r: r["rows"])
+    if dv:
+        xs = [r["rows"] for r in dv]
+        ys = [statistics.median(run["seconds"] for run in r["pairs"][0]["runs"]["current"])
+              for r in dv]
+        axis.plot(xs, ys, "-", marker="D", color="black",
+                  label="DV commit of ~1 row in 200,000 (bench/pages.py)")
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("table rows")

@@ -19,8 +19,9 @@ Spark's JVM, Python workers). The check: the mirror equals Iceberg Java's read, 
 snapshot the mirror reached, of the rows whose note names a timed commit (`v<commit>`:
 every key a timed commit wrote, at its last version).
 
-`--sink kafka`: the same commits into a Kafka sink with whole before-images (Tansu on
-loopback, testbed/kafka_broker.py); latency from the commit returning to a
+`--sink kafka`: the same commits into a Kafka sink with whole before-images
+(`--before-images key`: key images, as a compacted topic needs; Tansu on loopback,
+testbed/kafka_broker.py); latency from the commit returning to a
 `read_committed` consumer seeing the batch marker naming its snapshot (bench/kafka.py's
 `MarkerClock`). The topic's events are not compared here (tests/sink_tests do that on
 small tables); the figure is whether the sink keeps up and how late it is.
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--sink", choices=["sqlite", "kafka"], default="sqlite")
+    parser.add_argument("--before-images", choices=["full", "key"], default="full",
+                        help="what the Kafka sink's update and delete events carry")
     args = parser.parse_args(argv)
     shape = Shape("huge", args.rows, 50, 1000)
     table = ensure_ladder_table(shape)
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                    check=True, stdout=subprocess.DEVNULL)
     timed_from = shape.commits + 2  # the committer's untimed commit is shape.commits + 1
     if args.sink == "kafka":
-        return _report(kafka_run(table, args.commits, args.interval,
+        return _report(kafka_run(table, args.commits, args.interval, args.before_images,
                                  work.with_name(work.name + "-kafka"), index), args)
 
     def java_dump(location: str, snapshot: int, out: Path) -> None:
@@ -97,8 +100,10 @@ def _report(result: dict[str, Any], args: argparse.Namespace) -> int:
           + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in rss.items()))
     print(f"check: {result['check']}")
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"key_index_service-{args.sink}-{args.rows}.json"
-    out.write_text(json.dumps({"rows": args.rows, "sink": args.sink, **result}, indent=1,
+    images = "-key" if args.sink == "kafka" and args.before_images == "key" else ""
+    out = RESULTS / f"key_index_service-{args.sink}{images}-{args.rows}.json"
+    out.write_text(json.dumps({"rows": args.rows, "sink": args.sink,
+                               "before_images": args.before_images, **result}, indent=1,
                               default=str))
     print(f"results written to {out}")
     if args.sink == "kafka":
@@ -107,9 +112,9 @@ def _report(result: dict[str, Any], args: argparse.Namespace) -> int:
     return 0 if check.get("equal") and check.get("mirror_rows") else 1
 
 
-def kafka_run(table: LadderTable, commits: int, interval: float, work: Path, index: Path
-              ) -> dict[str, Any]:
-    """The service writing the committer's upserts to Kafka with whole before-images."""
+def kafka_run(table: LadderTable, commits: int, interval: float, before_images: str,
+              work: Path, index: Path) -> dict[str, Any]:
+    """The service writing the committer's upserts to Kafka with `before_images`."""
     from kafka import MarkerClock
     from kafka_broker import KafkaBroker
     from loopback_ports import free_port
@@ -128,7 +133,7 @@ def kafka_run(table: LadderTable, commits: int, interval: float, work: Path, ind
         with KafkaBroker() as broker:
             pipeline = Pipeline("huge", str(scratch), work / "checkpoint",
                                 {"type": "kafka", "bootstrap-servers": broker.bootstrap,
-                                 "topic": "lake.huge", "before-images": "full"},
+                                 "topic": "lake.huge", "before-images": before_images},
                                 options={"start-snapshot-id": str(start["snapshot_id"]),
                                          "key-index-dir": str(index)})
             port = free_port()

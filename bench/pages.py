@@ -19,7 +19,8 @@ paired rounds, medians, GNU time): `meltwater changes T --from-snapshot PARENT
 --to-snapshot DELETE --format parquet --output F`, and this checkout's `meltwater scan T
 --format parquet --output F` for the ratio to a full read. Both checkouts' change rows are
 compared first (as multisets), and their count against Iceberg Java's live row counts.
-Writes bench/results/pages.json.
+Writes bench/results/pages-<rows>.json, which bench/key_index.py's figure draws against
+table size.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from small import (
     user_environment,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results" / "pages.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 REFERENCE = "6863339"  # main before page reads: whole row groups for rows named by position
 TARGET = 0.05  # one DV commit's changes / a full scan, at most (the issue's, at 200M rows)
 
@@ -110,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{now / full:.3f}x now, {then / full:.3f}x then (target <= {TARGET}x at 200M rows)",
     ]
     print("\n".join(lines))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"pages-{args.rows}.json").write_text(json.dumps({
         "rows": args.rows, "deleted": expected, "reference": args.reference,
         "rounds": args.rounds, "pairs": [{"name": p.name, "argv": p.argv, "runs": p.runs}
                                          for p in pairs], "summary": lines}, indent=1))
