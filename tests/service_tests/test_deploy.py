@@ -372,8 +372,10 @@ def test_entrypoint_names_a_user_id_that_has_no_passwd_entry():
         program.write_text('#!/bin/sh\n{ id -un; getent passwd "$(id -u)"; } > "$STUB_LOG"\n')
         program.chmod(0o755)
         log = work / "started"
+        # TMPDIR: the entry point's passwd and group files (mktemp) go where this test
+        # removes them, not into /tmp
         env = {"PATH": f"{program.parent}:/usr/bin:/bin", "STUB_LOG": str(log),
-               "HOME": "/var/lib/meltwater", "JAVA_HOME": "/nonexistent"}
+               "HOME": "/var/lib/meltwater", "JAVA_HOME": "/nonexistent", "TMPDIR": str(work)}
         result = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}",
                                  "--clear-groups", "bash", str(ENTRYPOINT), "serve"],
                                 env=env, cwd=work, capture_output=True, text=True, timeout=30)

@@ -27,7 +27,7 @@ position 2.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -323,24 +323,28 @@ class EqualityRows:
                  and keys.schema.field(f.name).type == f.type}
         rest = tuple(f for f in projection.fields if f.name not in known)
         total = len(changes.leaving)
-        if rest:
-            read: Iterable[pa.RecordBatch | int] = read_rows_at(
-                changes.ref.file, Schema(rest, projection.schema_id,
-                                         projection.identifier_field_ids),
-                self.io, changes.leaving, sequence_number=changes.ref.sequence_number,
-                deletes=self.loader, batch_size=self.batch_size)
-        else:
-            read = [min(self.batch_size, total - s) for s in range(0, total, self.batch_size)]
-        start = 0
-        for item in read:  # a batch of the other columns, or a count of rows without one
-            other = None if isinstance(item, int) else item
-            count = other.num_rows if other is not None else int(item)
+
+        def with_keys(start: int, count: int, other: pa.RecordBatch | None) -> pa.RecordBatch:
+            """Rows [start, start + count) of the file's departing rows: the key columns
+            from `keys`, the others from `other` (read for them)."""
             columns = [other.column(f.name) if other is not None and f.name not in known
                        else keys.column(f.name).slice(start, count).combine_chunks()
                        for f in schema]
             batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-            yield batch if widen is None else widen(batch)
-            start += count
+            return batch if widen is None else widen(batch)
+
+        if not rest:  # every column is a key column: nothing to read
+            for start in range(0, total, self.batch_size):
+                yield with_keys(start, min(self.batch_size, total - start), None)
+            return
+        start = 0
+        for other in read_rows_at(changes.ref.file, Schema(rest, projection.schema_id,
+                                                           projection.identifier_field_ids),
+                                  self.io, changes.leaving,
+                                  sequence_number=changes.ref.sequence_number,
+                                  deletes=self.loader, batch_size=self.batch_size):
+            yield with_keys(start, other.num_rows, other)
+            start += other.num_rows
         if start != total:
             raise UnreadableFileError(f"{changes.ref.file.file_path}: holds {start} of the "
                                       f"{total} rows its key column has at the positions read")

@@ -35,8 +35,8 @@ def dictionary_strings(thrift: Any, meta: Any) -> bool:
 
 
 def decode_one_column(thrift: Any, footer: Any, chunk: Any, prefix: int, size: int,
-                       rows: int, body: list[bytes | pa.Buffer], *, as_dictionary: bool = False
-                       ) -> pa.Array:
+                      rows: int, body: list[bytes | pa.Buffer], *, as_dictionary: bool = False
+                      ) -> pa.Array:
     """What pyarrow decodes from `body` (the magic, a dictionary page of `prefix` bytes, data
     pages, `size` bytes after the magic) behind a footer for that one column (`as_dictionary`:
     to a dictionary array, `dictionary_strings`). The parts are joined once: copies of a

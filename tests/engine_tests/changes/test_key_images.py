@@ -20,7 +20,7 @@ import meltwater.stream
 import meltwater.stream.engine.changes.equality_changes as equality_changes
 from corpus.compare import live_ranges
 from meltwater.planner.table.table_loading import load_table
-from meltwater.stream.errors import ChangeOptionError
+from meltwater.stream.errors import ChangeOptionError, UnreadableFileError
 
 SCENARIOS = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "v3_deletion_vectors",
@@ -113,6 +113,21 @@ def test_whole_departing_rows_read_every_column_but_the_key(corpus, monkeypatch)
     whole = meltwater.stream.changes(location, identifier_columns=["id"]).read_all()
     assert read and ("name", "val", "part") in read and ("id", "name", "val", "part") not in read
     assert sum(t in LEAVING for t in whole.column("_change_type").to_pylist()) > 0
+
+
+def test_a_file_giving_fewer_rows_than_its_keys_named_is_refused(corpus, monkeypatch):
+    """Departing rows whose other columns come back short (a data file that does not hold
+    the positions its key column named) are refused naming the file, never given short."""
+    original = equality_changes.read_rows_at
+
+    def short(*args, **kwargs):
+        for batch in original(*args, **kwargs):
+            yield batch.slice(0, batch.num_rows - 1)
+
+    monkeypatch.setattr(equality_changes, "read_rows_at", short)
+    location = corpus.scenarios["equality_deletes"].location
+    with pytest.raises(UnreadableFileError, match=r"\.parquet: holds \d+ of the \d+ rows"):
+        meltwater.stream.changes(location, identifier_columns=["id"]).read_all()
 
 
 def test_key_images_need_a_key_among_the_columns_and_refuse_net_changes(corpus):
