@@ -4,10 +4,10 @@ Iceberg Java (parquet-mr) writes an OffsetIndex for every column chunk: where ea
 page starts and the position of its first row (20,000 rows a page by default). pyarrow
 reads no less than a column chunk and cannot read that index. So where the rows a read
 wants (the positions a deletion vector or a position delete names, the rows an equality
-delete matched) sit in few of a row group's pages, each column is read from a Parquet file
-made in memory: the chunk's dictionary page and the data pages needed, copied as they are,
-behind a footer naming only them (`parquet_thrift`). pyarrow decodes that file as any
-other; nothing here decodes a value.
+delete matched) sit in few of a row group's pages, the columns are read from a Parquet file
+made in memory (`page_file`): each chunk's dictionary page and the data pages needed, copied
+as they are, behind a footer naming only them; columns whose pages are cut at the same rows
+share one such file. pyarrow decodes that file as any other; nothing here decodes a value.
 
 What is trusted, and what is checked first (any doubt, raised here as a ValueError, reads
 the row group whole, as before, so this is never the reason for a wrong row):
@@ -48,7 +48,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from meltwater.stream.engine.decode.page_file import MAGIC, decode_one_column, dictionary_strings
+from meltwater.stream.engine.decode.page_file import (
+    MAGIC,
+    ChunkPages,
+    decode_columns,
+    dictionary_strings,
+)
 from meltwater.stream.engine.decode.page_metadata import FileFacts, facts_of, keep, restore, save
 from meltwater.stream.engine.decode.parquet_thrift import parquet_thrift
 
@@ -84,6 +89,14 @@ class _Column:
 
     field: pa.Field
     values: pa.Array | pa.ChunkedArray
+    runs: tuple[_Run, ...]
+
+
+@dataclass(frozen=True)
+class _Pages:
+    """One column's chosen pages as read, and the row runs of the row group they hold."""
+
+    pages: ChunkPages
     runs: tuple[_Run, ...]
 
 
@@ -182,14 +195,16 @@ class PageReader:
             paged_rows += sum(starts[p + 1] - starts[p] for p in chosen)
         if not plans or paged_rows >= MAX_PAGED_SHARE * n * len(plans):
             return None
+        paged = {}
+        for index, (chunk, offsets, starts, chosen, (group, leaf)) in plans.items():
+            checked = facts.checked.setdefault((group, leaf), set())
+            paged[index] = self._paged(chunk, offsets, starts, chosen, checked)
+        decoded = _decoded(footer, paged)
         columns = []
         for index in fields:
             field = arrow_schema.field(index)
-            if index in plans:
-                chunk, offsets, starts, chosen, (group, leaf) = plans[index]
-                checked = facts.checked.setdefault((group, leaf), set())
-                columns.append(self._paged(footer, chunk, offsets, starts, chosen, field,
-                                           checked))
+            if index in paged:
+                columns.append(_as_column(field, decoded[index], paged[index]))
             else:
                 columns.append(self._whole(group, whole_paths(index), n))
         return _batches(columns, wanted, first, batch_size)
@@ -209,9 +224,9 @@ class PageReader:
             return None
         return starts
 
-    def _paged(self, footer: Any, chunk: Any, offsets: Any, starts: list[int],
-               chosen: list[int], field: pa.Field, checked: set[int]) -> _Column:
-        """One column's chosen pages, decoded by pyarrow from a file made of them.
+    def _paged(self, chunk: Any, offsets: Any, starts: list[int], chosen: list[int],
+               checked: set[int]) -> _Pages:
+        """One column's chosen pages, read and checked (not decoded: `_decoded`).
         `checked`: the pages whose headers were found to agree with the index before
         (not decoded again); those checked now are added."""
         thrift = parquet_thrift()
@@ -228,7 +243,7 @@ class PageReader:
                               min(_HEADER_BYTES, locations[page].compressed_page_size))
             _check_page_rows(thrift, head, starts[page + 1] - starts[page])
             checked.add(page)
-        parts: list[bytes | pa.Buffer] = [MAGIC]  # the file's bytes, joined once (below)
+        parts: list[bytes | pa.Buffer] = []
         prefix = 0
         if chunk_start < locations[0].offset:  # the dictionary page
             dictionary = self._read(chunk_start, locations[0].offset - chunk_start)
@@ -240,7 +255,7 @@ class PageReader:
                 checked.add(_DICTIONARY)
             parts.append(dictionary)
             prefix = len(dictionary)
-        size = 4 + prefix
+        size = prefix
         runs: list[_Run] = []
         rows = 0
         for page in chosen:
@@ -260,19 +275,39 @@ class PageReader:
             parts.append(data)
             size += len(data)
             rows += count
-        decoded = decode_one_column(thrift, footer, chunk, prefix, size - 4, rows, parts,
-                                    as_dictionary=dictionary_strings(thrift, meta))
-        if len(decoded) != rows:
-            raise ValueError("the pages decoded to other row counts")
-        if decoded.type != field.type:
-            if pa.types.is_dictionary(field.type) or isinstance(field.type, pa.ExtensionType):
-                raise ValueError("a type the page file cannot give")
-            decoded = decoded.cast(field.type)
-        return _Column(field, decoded, tuple(runs))
+        pages = ChunkPages(chunk, tuple(parts), prefix, size, rows,
+                           as_dictionary=dictionary_strings(thrift, meta))
+        return _Pages(pages, tuple(runs))
 
     def _whole(self, group: int, paths: list[str], rows: int) -> _Column:
         table = self._file.read_row_group(group, columns=paths)
         return _Column(table.schema.field(0), table.column(0), (_Run(0, rows, 0),))
+
+
+def _decoded(footer: Any, paged: dict[int, _Pages]) -> dict[int, pa.Array]:
+    """Each paged column's values: columns whose chosen pages hold the same rows (a writer
+    that cuts every column's pages at the same rows, as parquet-mr does at its row limit)
+    are decoded from one page file, the others from one each."""
+    alike: dict[tuple[_Run, ...], list[int]] = {}
+    for index, column in paged.items():
+        alike.setdefault(column.runs, []).append(index)
+    decoded: dict[int, pa.Array] = {}
+    for indices in alike.values():
+        values = decode_columns(parquet_thrift(), footer, [paged[i].pages for i in indices])
+        decoded.update(zip(indices, values, strict=True))
+    return decoded
+
+
+def _as_column(field: pa.Field, values: pa.Array, paged: _Pages) -> _Column:
+    """A paged column as read, checked: it must hold its pages' rows and cast to the type
+    the whole read gives."""
+    if len(values) != paged.pages.rows:
+        raise ValueError("the pages decoded to other row counts")
+    if values.type != field.type:
+        if pa.types.is_dictionary(field.type) or isinstance(field.type, pa.ExtensionType):
+            raise ValueError("a type the page file cannot give")
+        values = values.cast(field.type)
+    return _Column(field, values, paged.runs)
 
 
 def _thrift_errors() -> type[Exception]:

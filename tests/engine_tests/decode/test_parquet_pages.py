@@ -104,6 +104,35 @@ def test_rows_read_by_page_are_the_whole_reads(tmp_path, monkeypatch, write):
     assert pages, "no column was read by page"
 
 
+def test_columns_cut_at_the_same_rows_are_decoded_from_one_page_file(tmp_path, monkeypatch):
+    """Pages of every column cut at the same rows (as parquet-mr cuts them at its row
+    limit): one page file holds all the flat columns a row group read needs; columns cut
+    elsewhere get files of their own. Either way the rows are the whole read's."""
+    files: list[int] = []
+    original = parquet_pages.decode_columns
+    monkeypatch.setattr(parquet_pages, "decode_columns",
+                        lambda thrift, footer, columns: files.append(len(columns))
+                        or original(thrift, footer, columns))
+    aligned = tmp_path / "aligned.parquet"
+    table = _table(3)
+    pq.write_table(table, aligned, write_page_index=True, data_page_size=1,
+                   write_batch_size=100)  # a page each 100 rows, in every column
+    rows = [5, 1_234, 2_999]
+    found = _read(aligned, rows)
+    whole = table.to_pylist()
+    assert all(found[r] == whole[r] for r in rows)
+    flat = 8  # the columns but the struct and the list
+    assert files == [flat]
+
+    files.clear()
+    ragged = tmp_path / "ragged.parquet"
+    table = _write(ragged, {})  # pages cut by size: where depends on each column's bytes
+    found = _read(ragged, rows)
+    whole = table.to_pylist()
+    assert all(found[r] == whole[r] for r in rows)
+    assert len(files) > 1 and sum(files) == flat
+
+
 def _chosen_as_dictionary(monkeypatch) -> dict[str, bool]:
     """Column name -> whether its pages were decoded to a dictionary, as they are read."""
     chosen: dict[str, bool] = {}
