@@ -52,6 +52,7 @@ class Commit:
     committed_at: float
     truth_path: str | None
     rows: int
+    timestamp_ms: int  # the snapshot's commit time, in its metadata (Iceberg Java's clock)
 
 
 def live_jar(env: WriterEnv, log: Callable[[str], None] = print) -> Path:
@@ -115,7 +116,8 @@ class LiveWriter:
         if "error" in record:
             raise LiveWriterError(record["error"])
         commit = Commit(record["snapshot_id"], record["sequence_number"], record["kind"],
-                        record["committed_at"], record["truth"], record["rows"])
+                        record["committed_at"], record["truth"], record["rows"],
+                        record["timestamp_ms"])
         self.commits.append(commit)
         return commit
 

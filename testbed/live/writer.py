@@ -28,7 +28,8 @@ Protocol: one JSON object per line on stdin, one JSON object per line on stdout.
   {"op": "commit", "kind": "update"?, "truth": true?}   -> one commit record
   {"op": "burst", "n": 100}                             -> n commit records, truth of the last
   {"op": "quit"}
-A commit record: {"snapshot_id", "sequence_number", "kind", "committed_at" (epoch s, after the
+A commit record: {"snapshot_id", "sequence_number", "timestamp_ms" (the snapshot's own commit
+time), "kind", "committed_at" (epoch s, after the
 commit returned), "truth" (path or null), "rows" (live rows after the commit)}.
 """
 
@@ -234,6 +235,7 @@ class LiveTable:
             path = str(self.truth_dir / f"{snapshot_id}.jsonl")
             self.dumper.dump(table, snapshot_id, path)
         return {"snapshot_id": snapshot_id, "sequence_number": int(snapshot.sequenceNumber()),
+                "timestamp_ms": int(snapshot.timestampMillis()),
                 "kind": kind, "committed_at": committed_at, "truth": path,
                 "rows": len(self.live)}
 
