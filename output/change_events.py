@@ -127,7 +127,7 @@ def debezium_events(batches: Iterable[pa.RecordBatch], table_name: str, *,
     after: dict[str, Any] | None
     for batch in batches:
         names = data_columns(batch)
-        for row in batch.to_pylist():
+        for row in batch.to_pylist(maps_as_pydicts="strict"):
             kind = CANONICAL_NAMES.get(row[CHANGE_TYPE])
             image = json_safe({n: row[n] for n in names})
             if pending is not None and kind != UPDATE_AFTER:

@@ -36,8 +36,8 @@ def json_value(value: Any) -> Any:
         if value in (math.inf, -math.inf):
             return "Infinity" if value > 0 else "-Infinity"
         return value
-    if isinstance(value, dict):
-        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a struct, or a map (`to_pylist(maps_as_pydicts=...)`)
+        return {k if isinstance(k, str) else str(k): json_value(v) for k, v in value.items()}
     if isinstance(value, list):
         if value and isinstance(value[0], tuple):
             return {str(k): json_value(v) for k, v in value}  # an Arrow map

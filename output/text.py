@@ -144,7 +144,7 @@ def _json_date(column: pa.Array) -> pa.Array | None:
 
 def _json_cells_python(column: pa.Array) -> pa.Array:
     return pa.array([json.dumps(json_value(v), default=json_default, allow_nan=False)
-                     for v in column.to_pylist()], pa.string())
+                     for v in column.to_pylist(maps_as_pydicts="strict")], pa.string())
 
 
 def json_cells(column: pa.Array) -> pa.Array:

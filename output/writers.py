@@ -37,10 +37,10 @@ def _csv_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
             column = pa.array([None if v is None else json.dumps(json_value(v),
                                                                  default=json_default,
                                                                  allow_nan=False)
-                               for v in column.to_pylist()], pa.string())
+                               for v in column.to_pylist(maps_as_pydicts="strict")], pa.string())
         elif _is_bytes(column.type):
             column = pa.array([None if v is None else base64.b64encode(v).decode("ascii")
-                               for v in column.to_pylist()], pa.string())
+                               for v in column.to_pylist(maps_as_pydicts="strict")], pa.string())
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
@@ -81,7 +81,7 @@ def write_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema, out: IO[st
 
 def _json_lines_slow(batch: pa.RecordBatch) -> bytes:
     return "".join(json.dumps(json_safe(row), default=json_default, allow_nan=False) + "\n"
-                   for row in batch.to_pylist()).encode()
+                   for row in batch.to_pylist(maps_as_pydicts="strict")).encode()
 
 
 def _jsonl_text(batch: pa.RecordBatch, _first: bool) -> pa.Buffer | bytes:
