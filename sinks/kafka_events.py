@@ -33,6 +33,11 @@ the commit's `_change_ordinal` (`meltwater.change_ordinal`) and a deterministic
 commit read again yields the same ids, so a consumer can drop a message whose id it has
 seen (what an at-least-once delivery needs).
 
+**With schemas** (`format = "json-with-schema"`, `EventOptions.message_format`): each key
+and value is Kafka Connect's `{"schema": ..., "payload": ...}` of the same key object and
+envelope, its payload's times and decimals as the schema's Debezium types hold them
+(`meltwater.sinks.connect_json`). Pairing, order, tombstones and event ids are the same.
+
 **Columns by commit.** With `names_at`, each commit's images carry the columns of that
 commit's schema, by field id: a column renamed after the stream started goes by its new
 name from the commit that renamed it, and one the commit's schema lacks (added later) is
@@ -54,7 +59,15 @@ import pyarrow.compute as pc
 from meltwater.output.change_events import debezium_op, envelope_tail, envelope_text
 from meltwater.output.json_values import json_default, json_safe
 from meltwater.output.text import json_objects
+from meltwater.sinks.connect_json import (
+    connect_values,
+    envelope_schema,
+    key_schema,
+    schema_name,
+    with_schema,
+)
 from meltwater.sinks.errors import DuplicateKeyError, InvalidChangesError, NullKeyError
+from meltwater.sinks.message_formats import MessageFormat
 from meltwater.stream.engine.changes.change_schema import (
     CANONICAL_NAMES,
     CHANGE_ORDINAL,
@@ -101,12 +114,14 @@ class KafkaEvent(NamedTuple):
 @dataclass(frozen=True)
 class EventOptions:
     """How a batch becomes messages: the table's name in `source.table`, the key columns
-    (batch column names), tombstones after deletes, and the starting-snapshot mode."""
+    (batch column names), tombstones after deletes, the starting-snapshot mode, and what
+    keys and values are written as."""
 
     table_name: str
     key_columns: tuple[str, ...]
     tombstones: bool = True
     snapshot_as_inserts: bool = False
+    message_format: MessageFormat = MessageFormat.JSON
 
 
 def event_id(snapshot_id: int, key: bytes) -> str:
@@ -166,9 +181,14 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
     columns = content_columns(commit)
     names = dict(names_at(snapshot_id)) if names_at is not None else {c: c for c in columns}
     shown = [c for c in columns if c in names]
-    images = _json_objects(commit.select(shown).rename_columns([names[c] for c in shown]))
-    keys = _json_objects(commit.select(list(options.key_columns)).rename_columns(
-        [names.get(c, c) for c in options.key_columns]))
+    image_table = commit.select(shown).rename_columns([names[c] for c in shown])
+    key_table = commit.select(list(options.key_columns)).rename_columns(
+        [names.get(c, c) for c in options.key_columns])
+    framed = _Framing.of(options, image_table.schema, key_table.schema)
+    if framed is not None:  # payloads hold values as their Connect schemas say
+        image_table, key_table = connect_values(image_table), connect_values(key_table)
+    images = _json_objects(image_table)
+    keys = _json_objects(key_table)
     pairs: dict[str, list[str | None]] = {}  # key -> [leaving image, arriving image]
     for key, image, left in zip(keys, images, leaving.to_pylist(), strict=True):
         pair = pairs.get(key)
@@ -195,9 +215,14 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
         tail = tails.get(op)
         if tail is None:
             tail = tails[op] = envelope_tail(op, options.table_name, first, produced)
-        key_bytes = key.encode()
-        ident = event_id(snapshot_id, key_bytes)
-        events.append(KafkaEvent(key_bytes, envelope_text(before, after, tail).encode(),
+        ident = event_id(snapshot_id, key.encode())
+        value = envelope_text(before, after, tail)
+        if framed is not None:
+            key_bytes = with_schema(framed.key, key).encode()
+            value = with_schema(framed.value, value)
+        else:
+            key_bytes = key.encode()
+        events.append(KafkaEvent(key_bytes, value.encode(),
                                  (*headers, (EVENT_ID, ident.encode())), ident, snapshot_id,
                                  ordinal, op))
         if op == "d" and options.tombstones:
@@ -206,6 +231,22 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
                                      (*headers, (EVENT_ID, tombstone.encode())), tombstone,
                                      snapshot_id, ordinal, None))
     return events
+
+
+@dataclass(frozen=True)
+class _Framing:
+    """The JSON of a commit's key and value schemas, for `json-with-schema`."""
+
+    key: str
+    value: str
+
+    @staticmethod
+    def of(options: EventOptions, images: pa.Schema, keys: pa.Schema) -> _Framing | None:
+        """The schemas a commit's messages carry, None if they carry none."""
+        if options.message_format != MessageFormat.JSON_WITH_SCHEMA:
+            return None
+        name = schema_name(options.table_name)
+        return _Framing(key_schema(list(keys), name), envelope_schema(list(images), name))
 
 
 def _json_objects(table: pa.Table) -> list[str]:
@@ -217,7 +258,7 @@ def _json_objects(table: pa.Table) -> list[str]:
     objects = json_objects(batch[0]) if len(batch) == 1 else None
     if objects is None:  # no rows in one batch, or a column name twice: row by row
         return [json.dumps(json_safe(row), default=json_default, allow_nan=False)
-                for row in table.to_pylist()]
+                for row in table.to_pylist(maps_as_pydicts="strict")]
     return objects.to_pylist()
 
 

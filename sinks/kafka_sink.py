@@ -71,6 +71,7 @@ from meltwater.sinks.kafka_client import (
     translate,
 )
 from meltwater.sinks.kafka_events import SNAPSHOT_ID, EventOptions, KafkaEvent, kafka_events
+from meltwater.sinks.message_formats import MessageFormat
 from meltwater.sinks.source_table import (
     AppliedBatch,
     BatchRecord,
@@ -107,6 +108,7 @@ class KafkaSinkOptions:
     create_topics: bool = True
     partitions: int | None = None
     key_hint: str = KEY_HINT
+    message_format: MessageFormat = MessageFormat.JSON
 
 
 def resolve_key(schema: Schema, key: Sequence[str] | None, table: object,
@@ -344,7 +346,7 @@ class KafkaSink:
                     f"(field id {fid}); columns: {', '.join(batch.column_names)}")
             key.append(name)
         return EventOptions(str(self.options.table), tuple(key), self.options.tombstones,
-                            self.options.snapshot_as_inserts)
+                            self.options.snapshot_as_inserts, self.options.message_format)
 
     @staticmethod
     def _columns_by_id(batch: pa.Table) -> dict[int, str]:

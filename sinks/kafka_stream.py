@@ -14,8 +14,11 @@ transactions), `transactional-id` (default `meltwater-<pipeline>@<digest of the
 checkpoint>`, stable for the pipeline and new with a new checkpoint, whose batch ids start
 again from 0), `batches-topic` (default `meltwater.batches`), `create-topics` (true:
 create a missing topic, with `partitions` or the broker's default), `timeout` (seconds a
-broker may take to answer, default 30), `before-images` (below). What is written, and how
-exactly once, is `meltwater.sinks.kafka_sink`'s and `kafka_events`' to say.
+broker may take to answer, default 30), `before-images` (below), `format` (`"json"`, the
+default: Debezium's JSON envelope; `"json-with-schema"`: each key and value wrapped with its
+Kafka Connect schema, as Kafka Connect's JsonConverter reads with `schemas.enable=true`).
+What is written, and how exactly once, is `meltwater.sinks.kafka_sink`'s and
+`kafka_events`' to say.
 
 **Before-images.** `before-images = "full"` (the default) gives each update and delete
 event its whole `before` row, as Debezium does for a PostgreSQL table with REPLICA
@@ -64,6 +67,7 @@ from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.sinks.errors import KafkaRefusedError
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
+from meltwater.sinks.message_formats import MessageFormat
 from meltwater.sinks.mirror_stream import MIRROR_SOURCE_OPTIONS, ledger_name, stream_field_ids
 from meltwater.stream.engine.changes.change_modes import BeforeImages
 
@@ -134,7 +138,8 @@ def sink_options(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
         batches_topic=str(options.get("batches-topic") or DEFAULT_BATCHES_TOPIC),
         transactional=bool(options.get("transactional", True)),
         create_topics=bool(options.get("create-topics", True)),
-        partitions=options.get("partitions"))
+        partitions=options.get("partitions"),
+        message_format=MessageFormat(options.get("format", MessageFormat.JSON)))
 
 
 def check_kafka(options: Mapping[str, Any], placement: SinkPlacement) -> None:
@@ -176,13 +181,15 @@ def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
                         transactional: bool = True, create_topics: bool = True,
                         partitions: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                         field_ids: Mapping[str, int] | None = None,
-                        checkpoint: str | None = None) -> Any:
+                        checkpoint: str | None = None,
+                        message_format: MessageFormat | str = MessageFormat.JSON) -> Any:
     """A function for `df.writeStream.foreachBatch(...)` writing a `format("meltwater")`
     stream of `table` to Kafka, exactly once (see the module doc). Keep `transactional_id`
     the same for the life of the query's checkpoint, and give a new one with a new
     checkpoint (its batch ids start again from 0). Pair the stream's updates by the same
     key (`option("identifier-columns", ...)`, unless the key is the identifier fields).
-    `field_ids` and `checkpoint` are `meltwater.sinks.foreach_batch`'s."""
+    `field_ids` and `checkpoint` are `meltwater.sinks.foreach_batch`'s; `message_format` is
+    the sink's `format` (`MessageFormat`)."""
     from meltwater.sinks.kafka_client import Connection
     from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC, KafkaSink, KafkaSinkOptions
     from meltwater.sinks.spark_writer import foreach_batch
@@ -193,7 +200,8 @@ def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
                    timeout_s),
         source, transactional_id, tuple(key) if key else None, tombstones,
         snapshot_as_inserts, batches_topic or DEFAULT_BATCHES_TOPIC, transactional,
-        create_topics, partitions, key_hint="pass key=[...]")
+        create_topics, partitions, key_hint="pass key=[...]",
+        message_format=MessageFormat(message_format))
     return foreach_batch(functools.partial(KafkaSink, options), field_ids,
                          checkpoint=checkpoint)
 
@@ -210,7 +218,8 @@ register_sink_kind(SinkKind(
      "transactional-id": SinkOption(str), "batches-topic": SinkOption(str),
      "create-topics": SinkOption(bool), "partitions": SinkOption(int, minimum=1),
      "timeout": SinkOption((int, float), minimum=1),
-     "before-images": SinkOption(str, choices=BeforeImages.texts())},
+     "before-images": SinkOption(str, choices=BeforeImages.texts()),
+     "format": SinkOption(str, choices=MessageFormat.texts())},
     kafka_writer,
     source_options=MIRROR_SOURCE_OPTIONS,
     source_options_reason="so a column added mid-stream is restarted into the events "

@@ -1,0 +1,16 @@
+"""What a Kafka message's key and value are written as (the Kafka sink's `format`)."""
+
+from __future__ import annotations
+
+from meltwater.planner.str_enum import StrEnum
+
+
+class MessageFormat(StrEnum):
+    """`json`: Debezium's envelope as JSON, keys as JSON objects (what Debezium's
+    JsonConverter writes with `schemas.enable=false`, and what Flink's `debezium-json`,
+    upsert-kafka and most consumers read). `json-with-schema`: the same, each key and value
+    wrapped with its Kafka Connect schema (`meltwater.sinks.connect_json`), for Kafka
+    Connect sinks (`JsonConverter` with `schemas.enable=true`)."""
+
+    JSON = "json"
+    JSON_WITH_SCHEMA = "json-with-schema"
