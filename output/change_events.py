@@ -52,7 +52,7 @@ from meltwater.stream.engine.changes.change_schema import (
 from meltwater.stream.engine.changes.updates import data_columns
 
 
-def _ms(value: Any) -> int | None:
+def epoch_ms(value: Any) -> int | None:
     """A commit timestamp (datetime or epoch value) in epoch milliseconds."""
     if value is None:
         return None
@@ -88,7 +88,7 @@ def debezium_event(op: str, before: dict[str, Any] | None, after: dict[str, Any]
             "table": table_name,
             "snapshot_id": commit.get(COMMIT_SNAPSHOT_ID),
             "sequence_number": commit.get(COMMIT_SEQUENCE_NUMBER),
-            "ts_ms": _ms(commit.get(COMMIT_TIMESTAMP)),
+            "ts_ms": epoch_ms(commit.get(COMMIT_TIMESTAMP)),
         },
         "ts_ms": ts_ms if ts_ms is not None else int(time.time() * 1000),
     }

@@ -71,19 +71,27 @@ def key_schema(fields: Sequence[pa.Field], name: str) -> str:
     return json.dumps(_struct(fields, f"{name}.Key", optional=False), separators=(",", ":"))
 
 
-def envelope_schema(fields: Sequence[pa.Field], name: str) -> str:
-    """The JSON of an envelope's schema, its images the struct of `fields`."""
+def envelope_schema(fields: Sequence[pa.Field], name: str, *, transaction: bool = False) -> str:
+    """The JSON of an envelope's schema, its images the struct of `fields` (`transaction`:
+    with Debezium's optional `transaction` block)."""
     source = {"type": "struct", "optional": False, "name": SOURCE_NAME, "field": "source",
               "fields": [{"type": t, "optional": o, "field": f} for f, t, o in _SOURCE_FIELDS]}
-    envelope = {
-        "type": "struct", "optional": False, "name": f"{name}.Envelope", "version": 1,
-        "fields": [
-            {**_struct(fields, f"{name}.Value", optional=True), "field": "before"},
-            {**_struct(fields, f"{name}.Value", optional=True), "field": "after"},
-            {"type": "string", "optional": False, "field": "op"},
-            source,
-            {"type": "int64", "optional": True, "field": "ts_ms"},
-        ]}
+    members: list[dict[str, Any]] = [
+        {**_struct(fields, f"{name}.Value", optional=True), "field": "before"},
+        {**_struct(fields, f"{name}.Value", optional=True), "field": "after"},
+        {"type": "string", "optional": False, "field": "op"},
+        source,
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+    ]
+    if transaction:
+        members.append(
+            {"type": "struct", "optional": True, "name": "event.block", "version": 1,
+             "field": "transaction",
+             "fields": [{"type": "string", "optional": False, "field": "id"},
+                        {"type": "int64", "optional": False, "field": "total_order"},
+                        {"type": "int64", "optional": False, "field": "data_collection_order"}]})
+    envelope = {"type": "struct", "optional": False, "name": f"{name}.Envelope", "version": 1,
+                "fields": members}
     return json.dumps(envelope, separators=(",", ":"))
 
 

@@ -222,6 +222,9 @@ class BatchMarker:
     snapshot_id: int | None
     sequence_number: int | None
     written_at: str
+    # a commit the batches so far began and did not end: [snapshot id, its change events]
+    # (`kafka_transactions.OpenCommit`); None without transaction metadata
+    open_commit: list[int] | None = None
 
     @staticmethod
     def now() -> str:

@@ -114,14 +114,16 @@ class KafkaEvent(NamedTuple):
 @dataclass(frozen=True)
 class EventOptions:
     """How a batch becomes messages: the table's name in `source.table`, the key columns
-    (batch column names), tombstones after deletes, the starting-snapshot mode, and what
-    keys and values are written as."""
+    (batch column names), tombstones after deletes, the starting-snapshot mode, what keys
+    and values are written as, and whether each event carries its commit's `transaction`
+    block (`kafka_transactions`)."""
 
     table_name: str
     key_columns: tuple[str, ...]
     tombstones: bool = True
     snapshot_as_inserts: bool = False
     message_format: MessageFormat = MessageFormat.JSON
+    transaction_metadata: bool = False
 
 
 def event_id(snapshot_id: int, key: bytes) -> str:
@@ -130,9 +132,12 @@ def event_id(snapshot_id: int, key: bytes) -> str:
 
 
 def kafka_events(batch: pa.Table, options: EventOptions, *, names_at: NamesAt | None = None,
-                 ts_ms: int | None = None, what: str = "batch") -> list[KafkaEvent]:
+                 ts_ms: int | None = None, what: str = "batch",
+                 written_before: Mapping[int, int] | None = None) -> list[KafkaEvent]:
     """The messages of a batch of change rows, in the order they are produced (see the
-    module doc). `ts_ms` is the events' production time (now if not given).
+    module doc). `ts_ms` is the events' production time (now if not given);
+    `written_before`: per snapshot id, how many of its commit's events earlier batches
+    wrote (the `transaction` block's orders continue from there).
 
     Keys and images are rendered to JSON column by column with Arrow's kernels
     (`meltwater.output.text.json_objects`, the `jsonl` format's renderer, which writes what
@@ -155,7 +160,8 @@ def kafka_events(batch: pa.Table, options: EventOptions, *, names_at: NamesAt | 
     for ordinal in sorted(pc.unique(ordinals).to_pylist()):
         mask = pc.equal(ordinals, ordinal)
         events.extend(_commit_events(batch.filter(mask), leaving.filter(mask), ordinal,
-                                     options, names_at, produced, what))
+                                     options, names_at, produced, what,
+                                     written_before or {}))
     return events
 
 
@@ -174,7 +180,7 @@ def _leaving(batch: pa.Table, what: str) -> pa.ChunkedArray:
 
 def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
                    options: EventOptions, names_at: NamesAt | None, produced: int,
-                   what: str) -> list[KafkaEvent]:
+                   what: str, written_before: Mapping[int, int]) -> list[KafkaEvent]:
     """The events of one commit's rows: one per key, in the order of the keys' JSON."""
     first = commit.slice(0, 1).to_pylist()[0]  # the commit's snapshot, sequence, time
     snapshot_id = int(first[COMMIT_SNAPSHOT_ID])
@@ -208,6 +214,7 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
     headers = ((SNAPSHOT_ID, str(snapshot_id).encode()),
                (CHANGE_ORDINAL_HEADER, str(ordinal).encode()))
     events = []
+    order = written_before.get(snapshot_id, 0)  # the commit's events before this one
     for key in sorted(pairs):
         before, after = pairs[key]
         op = "u" if before is not None and after is not None else \
@@ -216,7 +223,12 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
         if tail is None:
             tail = tails[op] = envelope_tail(op, options.table_name, first, produced)
         ident = event_id(snapshot_id, key.encode())
-        value = envelope_text(before, after, tail)
+        order += 1
+        if options.transaction_metadata:  # Debezium's block, before the envelope's end
+            block = transaction_block(snapshot_id, order)
+            value = envelope_text(before, after, f"{tail[:-1]}, {block}}}")
+        else:
+            value = envelope_text(before, after, tail)
         if framed is not None:
             key_bytes = with_schema(framed.key, key).encode()
             value = with_schema(framed.value, value)
@@ -246,7 +258,17 @@ class _Framing:
         if options.message_format != MessageFormat.JSON_WITH_SCHEMA:
             return None
         name = schema_name(options.table_name)
-        return _Framing(key_schema(list(keys), name), envelope_schema(list(images), name))
+        return _Framing(key_schema(list(keys), name),
+                        envelope_schema(list(images), name,
+                                        transaction=options.transaction_metadata))
+
+
+def transaction_block(snapshot_id: int, order: int) -> str:
+    """The `"transaction"` member of a change event's envelope: its commit (one Iceberg
+    snapshot is one transaction, its id the snapshot id) and its place among the commit's
+    events, counted from 1 (one table: the data collection's order is the same)."""
+    return (f'"transaction": {{"id": "{snapshot_id}", "total_order": {order}, '
+            f'"data_collection_order": {order}}}')
 
 
 def _json_objects(table: pa.Table) -> list[str]:

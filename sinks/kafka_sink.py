@@ -48,8 +48,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from meltwater.output.change_events import epoch_ms
 from meltwater.planner.spec.types import Schema
 from meltwater.planner.table.table_source import TableSource
 from meltwater.sinks.base import BatchResult, ChangeInput, Position, as_table
@@ -71,6 +73,12 @@ from meltwater.sinks.kafka_client import (
     translate,
 )
 from meltwater.sinks.kafka_events import SNAPSHOT_ID, EventOptions, KafkaEvent, kafka_events
+from meltwater.sinks.kafka_transactions import (
+    OpenCommit,
+    boundary_messages,
+    commit_spans,
+    still_open,
+)
 from meltwater.sinks.message_formats import MessageFormat
 from meltwater.sinks.source_table import (
     AppliedBatch,
@@ -80,8 +88,10 @@ from meltwater.sinks.source_table import (
     batch_reach,
     check_replay,
     key_column_names,
+    last_commit,
     stated_end,
 )
+from meltwater.stream.engine.changes.change_schema import COMMIT_SNAPSHOT_ID, COMMIT_TIMESTAMP
 from meltwater.stream.engine.decode.arrow_schema import field_id
 from meltwater.stream.watch.stream_offsets import StreamOffset
 
@@ -109,6 +119,7 @@ class KafkaSinkOptions:
     partitions: int | None = None
     key_hint: str = KEY_HINT
     message_format: MessageFormat = MessageFormat.JSON
+    transaction_topic: str | None = None  # transaction metadata to it (`kafka_transactions`)
 
 
 def resolve_key(schema: Schema, key: Sequence[str] | None, table: object,
@@ -161,22 +172,29 @@ class KafkaSink:
         batch = as_table(changes)
         what = f"batch {batch_id} of {self.options.transactional_id}"
         producer = self._open()
+        last = self._marker
+        open_commit = None if last is None or last.open_commit is None \
+            else OpenCommit(*last.open_commit)
         events = kafka_events(batch, self._event_options(batch), what=what,
-                              names_at=self._names_at(batch))
+                              names_at=self._names_at(batch),
+                              written_before=None if open_commit is None
+                              else {open_commit.snapshot_id: open_commit.events})
         snapshot, sequence = batch_reach(
             batch, stated_end(end, snapshot_id, sequence_number, self._source), self._previous)
-        last = self._marker
         if last is not None and batch_id <= last.batch_id:
             check_replay(BatchRecord.MARKER,
                          AppliedBatch(last.batch_id, last.events, last.snapshot_id,
                                       last.transactional_id),
                          AppliedBatch(batch_id, len(events), snapshot), what)
             return BatchResult(batch_id, True, batch.num_rows, 0, 0, self.reached())
+        outgoing, still = self._with_transactions(batch, events, open_commit,
+                                                  CommitPoint(snapshot, sequence))
         marker = BatchMarker(self.options.transactional_id, batch_id, uuid.uuid4().hex,
                              self.options.connection.topic, len(events), snapshot, sequence,
-                             BatchMarker.now())
+                             BatchMarker.now(),
+                             None if still is None else [still.snapshot_id, still.events])
         try:
-            self._write(producer, events, marker, what)
+            self._write(producer, outgoing, marker, what)
         except BaseException:
             self._drop()
             raise
@@ -216,6 +234,9 @@ class KafkaSink:
                      partitions=options.partitions)
         ensure_topic(connection, options.batches_topic, create=options.create_topics,
                      partitions=1, config=_BATCHES_TOPIC_CONFIG, what="batches topic")
+        if options.transaction_topic is not None:
+            ensure_topic(connection, options.transaction_topic, create=options.create_topics,
+                         partitions=1, what="transaction topic")
         self._causes = Causes()
         ours = dict(PRODUCER_DEFAULTS)
         if options.transactional:
@@ -248,8 +269,33 @@ class KafkaSink:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _write(self, producer: Producer, events: list[KafkaEvent], marker: BatchMarker,
-               what: str) -> None:
+    def _with_transactions(self, batch: pa.Table, events: list[KafkaEvent],
+                           open_commit: OpenCommit | None, reach: CommitPoint
+                           ) -> tuple[list[tuple[str, KafkaEvent]], OpenCommit | None]:
+        """The batch's messages with their topics, in order (with transaction metadata, each
+        commit's events between its BEGIN and END), and the commit it leaves open."""
+        topic = self.options.connection.topic
+        transactions = self.options.transaction_topic
+        if transactions is None:
+            return [(topic, e) for e in events], None
+        last = last_commit(batch)
+        whole = last.snapshot_id == reach.snapshot_id or (
+            reach.sequence_number is not None and last.sequence_number is not None
+            and reach.sequence_number >= last.sequence_number)
+        spans = commit_spans(events, _commit_times(batch), open_commit, whole)
+        outgoing: list[tuple[str, KafkaEvent]] = []
+        for span in spans:
+            begin, finish = boundary_messages(span, str(self.options.table),
+                                              self.options.message_format)
+            if begin is not None:
+                outgoing.append((transactions, begin))
+            outgoing.extend((topic, e) for e in span.events)
+            if finish is not None:
+                outgoing.append((transactions, finish))
+        return outgoing, still_open(spans, open_commit)
+
+    def _write(self, producer: Producer, events: list[tuple[str, KafkaEvent]],
+               marker: BatchMarker, what: str) -> None:
         options = self.options
         connection = options.connection
         failures: list[tuple[KafkaError, Any]] = []
@@ -262,8 +308,8 @@ class KafkaSink:
         try:
             if options.transactional:
                 producer.begin_transaction()
-            for event in events:
-                self._produce(producer, connection.topic, event, attempt, delivered, what)
+            for topic, event in events:
+                self._produce(producer, topic, event, attempt, delivered, what)
             self._flush(producer, failures, what)
             producer.produce(options.batches_topic, key=options.transactional_id.encode(),
                              value=marker.to_json(), partition=0, headers=[attempt],
@@ -346,7 +392,8 @@ class KafkaSink:
                     f"(field id {fid}); columns: {', '.join(batch.column_names)}")
             key.append(name)
         return EventOptions(str(self.options.table), tuple(key), self.options.tombstones,
-                            self.options.snapshot_as_inserts, self.options.message_format)
+                            self.options.snapshot_as_inserts, self.options.message_format,
+                            transaction_metadata=self.options.transaction_topic is not None)
 
     @staticmethod
     def _columns_by_id(batch: pa.Table) -> dict[int, str]:
@@ -379,3 +426,14 @@ class KafkaSink:
 
 
 __all__ = ["DEFAULT_BATCHES_TOPIC", "KafkaSink", "KafkaSinkOptions", "resolve_key"]
+
+
+def _commit_times(batch: pa.Table) -> dict[int, int]:
+    """Each commit's time (epoch ms) by snapshot id, from the batch's commit columns."""
+    ids = batch.column(COMMIT_SNAPSHOT_ID)
+    times = batch.column(COMMIT_TIMESTAMP)
+    found = {}
+    for snapshot_id in pc.unique(ids).to_pylist():
+        row = pc.index(ids, snapshot_id).as_py()
+        found[snapshot_id] = epoch_ms(times[row].as_py()) or 0
+    return found

@@ -17,8 +17,11 @@ create a missing topic, with `partitions` or the broker's default), `timeout` (s
 broker may take to answer, default 30), `before-images` (below), `format` (`"json"`, the
 default: Debezium's JSON envelope; `"json-with-schema"`: each key and value wrapped with its
 Kafka Connect schema, as Kafka Connect's JsonConverter reads with `schemas.enable=true`).
-What is written, and how exactly once, is `meltwater.sinks.kafka_sink`'s and
-`kafka_events`' to say.
+`transaction-metadata` (false by default, as Debezium's `provide.transaction.metadata`:
+true writes a BEGIN and an END per commit to `transaction-topic`, default
+`<first name of the topic>.transaction`, and a `transaction` block in each event;
+`meltwater.sinks.kafka_transactions`). What is written, and how exactly once, is
+`meltwater.sinks.kafka_sink`'s and `kafka_events`' to say.
 
 **Before-images.** `before-images = "full"` (the default) gives each update and delete
 event its whole `before` row, as Debezium does for a PostgreSQL table with REPLICA
@@ -123,8 +126,8 @@ def sink_options(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
     from meltwater.sinks.kafka_client import Connection
     from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC, KafkaSinkOptions
 
-    connection = Connection(str(options["bootstrap-servers"]),
-                            str(options.get("topic") or default_topic(placement.table)),
+    topic = str(options.get("topic") or default_topic(placement.table))
+    connection = Connection(str(options["bootstrap-servers"]), topic,
                             dict(options.get("properties") or {}),
                             float(options.get("timeout", DEFAULT_TIMEOUT_S)))
     key = options.get("key")
@@ -139,7 +142,21 @@ def sink_options(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
         transactional=bool(options.get("transactional", True)),
         create_topics=bool(options.get("create-topics", True)),
         partitions=options.get("partitions"),
-        message_format=MessageFormat(options.get("format", MessageFormat.JSON)))
+        message_format=MessageFormat(options.get("format", MessageFormat.JSON)),
+        transaction_topic=_transaction_topic(options, topic))
+
+
+def default_transaction_topic(topic: str) -> str:
+    """Where a topic's transaction metadata goes unless the configuration says: Debezium's
+    `<prefix>.transaction`, the prefix the topic's first dotted name (`lake.sales.orders` ->
+    `lake.transaction`)."""
+    return f"{topic.split('.')[0]}.transaction"
+
+
+def _transaction_topic(options: Mapping[str, Any], topic: str) -> str | None:
+    if not options.get("transaction-metadata", False):
+        return None
+    return str(options.get("transaction-topic") or default_transaction_topic(topic))
 
 
 def check_kafka(options: Mapping[str, Any], placement: SinkPlacement) -> None:
@@ -182,14 +199,16 @@ def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
                         partitions: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                         field_ids: Mapping[str, int] | None = None,
                         checkpoint: str | None = None,
-                        message_format: MessageFormat | str = MessageFormat.JSON) -> Any:
+                        message_format: MessageFormat | str = MessageFormat.JSON,
+                        transaction_topic: str | None = None) -> Any:
     """A function for `df.writeStream.foreachBatch(...)` writing a `format("meltwater")`
     stream of `table` to Kafka, exactly once (see the module doc). Keep `transactional_id`
     the same for the life of the query's checkpoint, and give a new one with a new
     checkpoint (its batch ids start again from 0). Pair the stream's updates by the same
     key (`option("identifier-columns", ...)`, unless the key is the identifier fields).
     `field_ids` and `checkpoint` are `meltwater.sinks.foreach_batch`'s; `message_format` is
-    the sink's `format` (`MessageFormat`)."""
+    the sink's `format` (`MessageFormat`); a `transaction_topic` turns transaction metadata
+    on (`meltwater.sinks.kafka_transactions`)."""
     from meltwater.sinks.kafka_client import Connection
     from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC, KafkaSink, KafkaSinkOptions
     from meltwater.sinks.spark_writer import foreach_batch
@@ -201,7 +220,7 @@ def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
         source, transactional_id, tuple(key) if key else None, tombstones,
         snapshot_as_inserts, batches_topic or DEFAULT_BATCHES_TOPIC, transactional,
         create_topics, partitions, key_hint="pass key=[...]",
-        message_format=MessageFormat(message_format))
+        message_format=MessageFormat(message_format), transaction_topic=transaction_topic)
     return foreach_batch(functools.partial(KafkaSink, options), field_ids,
                          checkpoint=checkpoint)
 
@@ -219,7 +238,8 @@ register_sink_kind(SinkKind(
      "create-topics": SinkOption(bool), "partitions": SinkOption(int, minimum=1),
      "timeout": SinkOption((int, float), minimum=1),
      "before-images": SinkOption(str, choices=BeforeImages.texts()),
-     "format": SinkOption(str, choices=MessageFormat.texts())},
+     "format": SinkOption(str, choices=MessageFormat.texts()),
+     "transaction-metadata": SinkOption(bool), "transaction-topic": SinkOption(str)},
     kafka_writer,
     source_options=MIRROR_SOURCE_OPTIONS,
     source_options_reason="so a column added mid-stream is restarted into the events "

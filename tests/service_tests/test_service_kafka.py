@@ -77,17 +77,20 @@ def _check(broker, pipeline: Pipeline, scenario, snapshots: list[int]) -> list:
     return messages
 
 
-@pytest.mark.parametrize(("name", "kills"), [("equality_deletes", (2, 5, 8)),
-                                             ("column_evolution", (4, 9))])
+@pytest.mark.parametrize(("name", "kills", "message_format"), [
+    ("equality_deletes", (2, 5, 8), "json"), ("column_evolution", (4, 9), "json"),
+    ("column_evolution", (6,), "json-with-schema")])
 def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
-        corpus, tmp_path, serve, kafka_broker, name, kills):
+        corpus, tmp_path, serve, kafka_broker, name, kills, message_format):
     """Each commit is waited for in the topic and checked; at `kills` the service is killed
     with SIGKILL right after the commit (its batch not started, running or committed) and
     started again. column_evolution adds, renames, widens, drops and re-adds columns: the
-    query restarts in each new schema, and each event carries its commit's columns."""
+    query restarts in each new schema, and each event carries its commit's columns (with
+    `json-with-schema`, each message its commit's Connect schema, by which the topic is
+    read, as Kafka Connect reads it: `kafka_read.connect_value`)."""
     scenario = corpus.scenarios[name]
     replay = _replayed(corpus, name, tmp_path)
-    pipeline = _pipeline(replay, tmp_path, kafka_broker.bootstrap)
+    pipeline = _pipeline(replay, tmp_path, kafka_broker.bootstrap, format=message_format)
     port = free_port()
     config = write_config(tmp_path / "service.toml", [pipeline], port=port)
     starts = 1
@@ -112,6 +115,9 @@ def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
     assert service.stop() == 0, service.tail()
     messages = _check(kafka_broker, pipeline, scenario, checked)
     assert len(checked) >= 7 and starts == len(kills) + 1
+    framed = [m for m in messages if m.value is not None and b'"payload"' in m.value]
+    assert len(framed) == (0 if message_format == "json" else
+                           sum(m.value is not None for m in messages))
     aborted = len(read_topic(kafka_broker.bootstrap, "lake.orders")) - len(messages)
     print(f"\n{name}: {len(checked)} snapshots checked, {len(messages)} messages, "
           f"{starts - 1} kills, {aborted} messages of aborted transactions shown by Tansu")

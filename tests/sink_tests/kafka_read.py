@@ -11,10 +11,15 @@ removing it.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import time
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
+from functools import cached_property
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -39,13 +44,70 @@ class Message:
     def transaction(self) -> str:
         return self.headers["meltwater.transaction"].decode()
 
-    @property
+    @cached_property
     def event(self) -> dict | None:
-        return None if self.value is None else json.loads(self.value)
+        """The Debezium envelope, as the plain JSON format writes it (a `json-with-schema`
+        message's payload read by its schema, as Kafka Connect reads it, then so written)."""
+        return None if self.value is None else unframed(json.loads(self.value))
+
+    @cached_property
+    def key_text(self) -> str | None:
+        """The key as the plain JSON format writes it (the same for a key whose message
+        schema changed)."""
+        if self.key is None:
+            return None
+        return json.dumps(unframed(json.loads(self.key)), sort_keys=True)
 
     @property
     def sequence_number(self) -> int:
         return self.event["source"]["sequence_number"] if self.value is not None else -1
+
+
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def unframed(message: Any) -> Any:
+    """A message's JSON as the plain format writes it: Kafka Connect's `{"schema",
+    "payload"}` read by its schema (`connect_value`), anything else as it is."""
+    if isinstance(message, dict) and set(message) == {"schema", "payload"}:
+        read = connect_value(message["schema"], message["payload"])
+        return json.loads(json.dumps(json_safe(read), default=json_default))
+    return message
+
+
+def connect_value(schema: dict[str, Any], value: Any) -> Any:
+    """A payload value read by its Connect schema as Kafka Connect's JsonConverter reads it,
+    Debezium's semantic types made Python values (a null only where `optional`)."""
+    if value is None:
+        assert schema["optional"], f"a null for a required {schema}"
+        return None
+    name, kind = schema.get("name"), schema["type"]
+    if kind == "struct":
+        fields = {f["field"]: f for f in schema["fields"]}
+        assert set(value) == set(fields), (sorted(value), sorted(fields))
+        return {k: connect_value(fields[k], v) for k, v in value.items()}
+    if kind == "array":
+        return [connect_value(schema["items"], v) for v in value]
+    if kind == "map":
+        assert isinstance(value, dict), value
+        return {k: connect_value(schema["values"], v) for k, v in value.items()}
+    if name == "org.apache.kafka.connect.data.Decimal":
+        unscaled = int.from_bytes(base64.b64decode(value), "big", signed=True)
+        return Decimal(unscaled).scaleb(-int(schema["parameters"]["scale"]))
+    if name == "io.debezium.time.Date":
+        return dt.date(1970, 1, 1) + dt.timedelta(days=value)
+    if name == "io.debezium.time.MicroTimestamp":
+        return EPOCH + dt.timedelta(microseconds=value)
+    if name == "io.debezium.time.MicroTime":
+        return (EPOCH + dt.timedelta(microseconds=value)).time()
+    if name == "io.debezium.time.ZonedTimestamp":
+        return dt.datetime.fromisoformat(value)
+    if kind == "bytes":
+        return base64.b64decode(value)
+    assert kind in ("boolean", "int8", "int16", "int32", "int64", "float32", "float64",
+                    "string"), kind
+    assert not isinstance(value, (dict, list)), (schema, value)
+    return value
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]:
@@ -106,9 +168,9 @@ def check_order(messages: list[Message]) -> None:
     ids = Counter(m.event_id for m in messages)
     twice = [i for i, n in ids.items() if n > 1]
     assert not twice, f"{len(twice)} event ids appear more than once: {twice[:5]}"
-    last: dict[bytes | None, Message] = {}
+    last: dict[str | None, Message] = {}
     for m in messages:
-        previous = last.get(m.key)
+        previous = last.get(m.key_text)
         if previous is not None:
             assert previous.partition == m.partition, f"key {m.key} in two partitions"
             if previous.value is not None and previous.event["op"] == "d":
@@ -117,7 +179,7 @@ def check_order(messages: list[Message]) -> None:
                 assert previous.sequence_number < m.sequence_number, (
                     f"key {m.key}: sequence {m.sequence_number} after "
                     f"{previous.sequence_number}")
-        last[m.key] = m
+        last[m.key_text] = m
 
 
 def fold(messages: list[Message], metadata, at_snapshot: int) -> list[str]:
@@ -129,15 +191,15 @@ def fold(messages: list[Message], metadata, at_snapshot: int) -> list[str]:
     image's commit did not have is null."""
     target = metadata.schema_for(metadata.snapshot(at_snapshot))
     until = metadata.snapshot(at_snapshot).sequence_number
-    state: dict[bytes | None, dict] = {}
+    state: dict[str | None, dict] = {}
     for m in messages:
         event = m.event
         if event is None or event["source"]["sequence_number"] > until:
             continue
         if event["op"] == "d":
-            state.pop(m.key, None)
+            state.pop(m.key_text, None)
         else:
-            state[m.key] = event
+            state[m.key_text] = event
     rows = []
     for event in state.values():
         written = metadata.schema_for(metadata.snapshot(event["source"]["snapshot_id"]))

@@ -6,7 +6,6 @@ carry, for every column type a change batch holds."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 from decimal import Decimal
@@ -20,9 +19,9 @@ from meltwater.sinks.kafka_events import EventOptions, kafka_events
 from meltwater.sinks.message_formats import MessageFormat
 from meltwater.stream.engine.changes.change_columns import METADATA_FIELDS
 from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
+from sink_tests.kafka_read import connect_value
 
 TS = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-EPOCH = dt.datetime(1970, 1, 1)
 WITH_SCHEMA = EventOptions("lake.sales.orders", ("id",),
                            message_format=MessageFormat.JSON_WITH_SCHEMA)
 PLAIN = EventOptions("lake.sales.orders", ("id",))
@@ -62,38 +61,6 @@ def changes(*kinds: tuple[str, dict[str, Any]]) -> pa.Table:
         schema=schema)
 
 
-def read(schema: dict[str, Any], value: Any) -> Any:
-    """A payload value as Kafka Connect reads it by its schema, as Python values."""
-    if value is None:
-        assert schema["optional"], f"a null for a required {schema}"
-        return None
-    name, kind = schema.get("name"), schema["type"]
-    if kind == "struct":
-        fields = {f["field"]: f for f in schema["fields"]}
-        assert set(value) == set(fields)
-        return {k: read(fields[k], v) for k, v in value.items()}
-    if kind == "array":
-        return [read(schema["items"], v) for v in value]
-    if kind == "map":
-        return {k: read(schema["values"], v) for k, v in value.items()}
-    if name == "org.apache.kafka.connect.data.Decimal":
-        unscaled = int.from_bytes(base64.b64decode(value), "big", signed=True)
-        return Decimal(unscaled).scaleb(-int(schema["parameters"]["scale"]))
-    if name == "io.debezium.time.Date":
-        return dt.date(1970, 1, 1) + dt.timedelta(days=value)
-    if name == "io.debezium.time.MicroTimestamp":
-        return EPOCH + dt.timedelta(microseconds=value)
-    if name == "io.debezium.time.MicroTime":
-        return (EPOCH + dt.timedelta(microseconds=value)).time()
-    if name == "io.debezium.time.ZonedTimestamp":
-        return dt.datetime.fromisoformat(value)
-    if kind == "bytes":
-        return base64.b64decode(value)
-    assert kind in ("boolean", "int8", "int16", "int32", "int64", "float32", "float64",
-                    "string"), kind
-    return value
-
-
 def as_read(row: dict[str, Any] | None) -> dict[str, Any] | None:
     """A row as `read` gives it back: maps as dicts."""
     if row is None:
@@ -113,8 +80,8 @@ def test_payloads_read_by_their_schemas_are_the_rows_for_every_column_type():
         key, value = json.loads(event.key), json.loads(event.value)
         assert set(key) == set(value) == {"schema", "payload"}
         assert key["schema"]["name"] == "lake.sales.orders.Key"
-        assert read(key["schema"], key["payload"]) == json.loads(twin.key)
-        envelope = read(value["schema"], value["payload"])
+        assert connect_value(key["schema"], key["payload"]) == json.loads(twin.key)
+        envelope = connect_value(value["schema"], value["payload"])
         assert value["schema"]["name"] == "lake.sales.orders.Envelope"
         expected = json.loads(twin.value)
         assert {k: envelope[k] for k in ("op", "source", "ts_ms")} == \
@@ -132,7 +99,7 @@ def test_a_delete_and_its_tombstone_keep_their_schemas_and_null_value():
     events = kafka_events(changes(("DELETE", VALUES[0])), WITH_SCHEMA, ts_ms=3)
     assert [e.op for e in events] == ["d", None]
     value = json.loads(events[0].value)
-    assert read(value["schema"], value["payload"])["before"] == as_read(VALUES[0])
+    assert connect_value(value["schema"], value["payload"])["before"] == as_read(VALUES[0])
     assert events[1].value is None
     assert events[1].key == events[0].key
 
@@ -150,7 +117,7 @@ def test_the_schema_follows_each_commits_columns():
     fields = [[f["field"] for f in v["schema"]["fields"][1]["fields"]] for v in (first, second)]
     assert fields[0] == [c.name for c in COLUMNS]
     assert fields[1] == [names[10][c.name] for c in COLUMNS if c.name != "b"]
-    assert read(second["schema"], second["payload"])["after"]["text"] == VALUES[2]["s"]
+    assert connect_value(second["schema"], second["payload"])["after"]["text"] == VALUES[2]["s"]
 
 
 def test_a_map_without_string_keys_is_refused_naming_the_column():

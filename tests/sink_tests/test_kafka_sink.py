@@ -8,14 +8,16 @@ service's tests run the same sink under Spark, `tests/service_tests/test_service
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows
+from kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows, unframed
 
 import meltwater.stream
 from meltwater.planner.table.table_loading import load_table
@@ -93,6 +95,57 @@ def test_messages_are_partitioned_as_the_java_producer_does(kafka_broker):
     java = {key: (hash_ & 0x7FFFFFFF) % 12 for key, hash_ in JAVA_MURMUR2.items()}
     assert partitions(PRODUCER_DEFAULTS) == java
     assert partitions({}) != java  # librdkafka's own default (CRC32) disagrees
+
+
+@pytest.mark.parametrize("message_format", ["json", "json-with-schema"])
+def test_transaction_metadata_brackets_each_commit_split_over_batches_and_a_restart(
+        corpus, kafka_broker, message_format):
+    """`transaction_topic`: a BEGIN and an END per commit (Debezium's shapes), the END
+    counting the commit's change events (not tombstones), and each event's `transaction`
+    block numbering them 1..N, also for a commit whose rows span two batches with a
+    restart between them (its order goes on from the batch marker; the topic's partitions
+    each hold theirs in order); the topic still folds to Iceberg Java's table."""
+    import pyarrow.compute as pc
+
+    scenario, main = commits(corpus, "equality_deletes")
+    topic, transactions = f"lake.txn-{message_format}", f"lake.txn-{message_format}.transaction"
+    split = next(i for i in range(1, len(main))
+                 if len(set(batch_of(scenario, main, i).column("id").to_pylist())) > 1)
+    options = dict(transaction_topic=transactions, message_format=message_format)
+    metadata = load_table(scenario.location).metadata
+    with sink_for(kafka_broker, scenario, topic, **options) as sink:
+        for index in range(split):
+            sink.apply(index, batch_of(scenario, main, index))
+        rows = batch_of(scenario, main, split)
+        keys = sorted(set(rows.column("id").to_pylist()))
+        first = pc.is_in(rows.column("id"), pa.array(keys[:len(keys) // 2], pa.int64()))
+        before = metadata.snapshot(main[split - 1])
+        sink.apply(split, rows.filter(first), snapshot_id=before.snapshot_id,
+                   sequence_number=before.sequence_number)  # the commit goes on
+    with sink_for(kafka_broker, scenario, topic, **options) as sink:  # a restart
+        sink.apply(split + 1, rows.filter(pc.invert(first)))
+        for index in range(split + 1, len(main)):
+            sink.apply(index + 1, batch_of(scenario, main, index))
+    messages = assert_folds_to_truth(kafka_broker, scenario, main, topic)
+    boundaries = [unframed(json.loads(m.value))
+                  for m in read_topic(kafka_broker.bootstrap, transactions)]
+    events: dict[str, list[dict]] = {}
+    for m in messages:
+        if m.value is not None:
+            events.setdefault(m.event["transaction"]["id"], []).append(m.event)
+    assert [b["status"] for b in boundaries] == ["BEGIN", "END"] * len(events)
+    for begin, end in zip(boundaries[::2], boundaries[1::2], strict=True):
+        ident = begin["id"]
+        assert end["id"] == ident and begin["event_count"] is None
+        commit = events[ident]
+        assert end["event_count"] == len(commit) and end["data_collections"] == [
+            {"data_collection": scenario.location, "event_count": len(commit)}]
+        orders = [e["transaction"]["total_order"] for e in commit]  # by partition, offset
+        assert sorted(orders) == list(range(1, len(commit) + 1))
+        assert all(e["transaction"]["data_collection_order"] == e["transaction"]["total_order"]
+                   and e["source"]["snapshot_id"] == int(ident) for e in commit)
+        assert begin["ts_ms"] == end["ts_ms"] == commit[0]["source"]["ts_ms"]
+    assert str(main[split]) in events
 
 
 @pytest.mark.parametrize("name", ["equality_deletes", "column_evolution"])
