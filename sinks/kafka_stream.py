@@ -20,8 +20,10 @@ Kafka Connect schema, as Kafka Connect's JsonConverter reads with `schemas.enabl
 `transaction-metadata` (false by default, as Debezium's `provide.transaction.metadata`:
 true writes a BEGIN and an END per commit to `transaction-topic`, default
 `<first name of the topic>.transaction`, and a `transaction` block in each event;
-`meltwater.sinks.kafka_transactions`). What is written, and how exactly once, is
-`meltwater.sinks.kafka_sink`'s and `kafka_events`' to say.
+`meltwater.sinks.kafka_transactions`), `heartbeat-interval` (seconds; 0, the default, sends
+none: else a heartbeat on `__debezium-heartbeat.<first name of the topic>` that often, as
+Debezium's `heartbeat.interval.ms`; `meltwater.sinks.kafka_heartbeat`). What is written,
+and how exactly once, is `meltwater.sinks.kafka_sink`'s and `kafka_events`' to say.
 
 **Before-images.** `before-images = "full"` (the default) gives each update and delete
 event its whole `before` row, as Debezium does for a PostgreSQL table with REPLICA
@@ -146,11 +148,16 @@ def sink_options(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
         transaction_topic=_transaction_topic(options, topic))
 
 
+def topic_prefix(topic: str) -> str:
+    """What Debezium calls `topic.prefix`, for a topic named `<prefix>.<...>`: its first
+    dotted name (`lake.sales.orders` -> `lake`)."""
+    return topic.split(".")[0]
+
+
 def default_transaction_topic(topic: str) -> str:
     """Where a topic's transaction metadata goes unless the configuration says: Debezium's
-    `<prefix>.transaction`, the prefix the topic's first dotted name (`lake.sales.orders` ->
-    `lake.transaction`)."""
-    return f"{topic.split('.')[0]}.transaction"
+    `<prefix>.transaction` (`lake.sales.orders` -> `lake.transaction`)."""
+    return f"{topic_prefix(topic)}.transaction"
 
 
 def _transaction_topic(options: Mapping[str, Any], topic: str) -> str | None:
@@ -185,9 +192,30 @@ def kafka_writer(frame: Any, options: Mapping[str, Any], placement: SinkPlacemen
     from meltwater.sinks.spark_writer import foreach_batch
 
     field_ids = stream_field_ids(placement.table, frame.columns)
+    _start_heartbeat(options, placement)
     return frame.writeStream.foreachBatch(foreach_batch(
         functools.partial(KafkaSink, sink_options(options, placement)), field_ids,
         checkpoint=placement.checkpoint))
+
+
+# The pipeline's heartbeat, by pipeline name: a query restarted (a schema change) replaces it.
+_HEARTBEATS: dict[str, Any] = {}
+
+
+def _start_heartbeat(options: Mapping[str, Any], placement: SinkPlacement) -> None:
+    """Start the pipeline's heartbeats (`heartbeat-interval` seconds, if set), stopping
+    those of its query before."""
+    from meltwater.sinks.kafka_heartbeat import KafkaHeartbeat
+
+    before = _HEARTBEATS.pop(placement.pipeline, None)
+    if before is not None:
+        before.stop()
+    interval = float(options.get("heartbeat-interval", 0) or 0)
+    if interval > 0:
+        resolved = sink_options(options, placement)
+        _HEARTBEATS[placement.pipeline] = KafkaHeartbeat(
+            resolved.connection, interval, resolved.message_format,
+            create_topic=resolved.create_topics).start()
 
 
 def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
@@ -239,7 +267,8 @@ register_sink_kind(SinkKind(
      "timeout": SinkOption((int, float), minimum=1),
      "before-images": SinkOption(str, choices=BeforeImages.texts()),
      "format": SinkOption(str, choices=MessageFormat.texts()),
-     "transaction-metadata": SinkOption(bool), "transaction-topic": SinkOption(str)},
+     "transaction-metadata": SinkOption(bool), "transaction-topic": SinkOption(str),
+     "heartbeat-interval": SinkOption((int, float), minimum=0)},
     kafka_writer,
     source_options=MIRROR_SOURCE_OPTIONS,
     source_options_reason="so a column added mid-stream is restarted into the events "

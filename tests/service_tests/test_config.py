@@ -69,6 +69,13 @@ def test_durations(text, seconds):
      "pipelines[0].sink.properties.sasl.jaas: expected a string, number or boolean"),
     (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092", "timeout": 0}),
      "pipelines[0].sink.timeout: expected at least 1, got 0"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092", "format": "avro2"}),
+     "pipelines[0].sink.format: expected one of 'json', 'json-with-schema', got 'avro2'"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092", "heartbeat-interval": -1}),
+     "pipelines[0].sink.heartbeat-interval: expected at least 0, got -1"),
+    (minimal(sink={"type": "kafka", "bootstrap-servers": "b:9092",
+                   "transaction-metadata": "yes"}),
+     "pipelines[0].sink.transaction-metadata: expected"),
     (minimal(options={"before-images": "full"}),
      "pipelines[0].options.before-images: a sqlite sink applies rows by its key: set key "
      "in the sink instead; remove the option"),
