@@ -8,11 +8,16 @@
 The server behind it keeps running (and keeps what it holds: a broker with memory storage
 would lose its topics if it were stopped instead). One thread accepts, one thread per
 connection pumps both directions with `select`.
+
+Either end may be a Unix socket instead (`unix_listen`, `unix_target`): a server in a
+network namespace of its own (`metastore_server.py`) is reached through one, since a
+socket file is seen from every namespace.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
 import threading
@@ -25,9 +30,12 @@ _CHUNK = 65536
 class LoopbackProxy:
     """Forwards 127.0.0.1:`port` to 127.0.0.1:`target_port` until cut."""
 
-    def __init__(self, target_port: int, port: int | None = None) -> None:
+    def __init__(self, target_port: int = 0, port: int | None = None, *,
+                 unix_listen: str | None = None, unix_target: str | None = None) -> None:
         self.target_port = target_port
-        self.port = port or free_port()
+        self.unix_listen = unix_listen
+        self.unix_target = unix_target
+        self.port = 0 if unix_listen else port or free_port()
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._connections: list[socket.socket] = []
@@ -42,9 +50,15 @@ class LoopbackProxy:
         with self._lock:
             if self._listener is not None:
                 return
-            listener = socket.socket()
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", self.port))
+            if self.unix_listen:
+                listener = socket.socket(socket.AF_UNIX)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.unix_listen)
+                listener.bind(self.unix_listen)
+            else:
+                listener = socket.socket()
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listener.bind(("127.0.0.1", self.port))
             listener.listen(64)
             self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
@@ -80,7 +94,7 @@ class LoopbackProxy:
             except OSError:
                 return  # cut
             try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                upstream = self._upstream()
             except OSError:
                 client.close()
                 continue
@@ -91,6 +105,15 @@ class LoopbackProxy:
                     return
                 self._connections += [client, upstream]
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _upstream(self) -> socket.socket:
+        if self.unix_target:
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.settimeout(5)
+            upstream.connect(self.unix_target)
+            upstream.settimeout(None)
+            return upstream
+        return socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
         peers = {a: b, b: a}

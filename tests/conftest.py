@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import setup_steps
 from kafka_broker import KafkaBroker, KafkaUnavailableError
+from metastore_server import HiveMetastore, HiveMetastoreError
 from pg_server import PostgresServer, PostgresUnavailableError, create_database
 from setup_steps import announce
 from writer_env import WriterEnvError
@@ -200,6 +201,22 @@ def postgres_url():
 def pg_database(postgres_url) -> str:
     """A fresh, empty database on the session's server, for one test."""
     return create_database(postgres_url, f"t{next(_databases)}")
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory):
+    """A Hive Metastore (testbed/metastore_server.py: Hive 2.3 from the pyspark wheel,
+    embedded Derby, its own network namespace) on a loopback port, for this test session;
+    mandatory like the corpus: a metastore that does not start fails the tests that need
+    it, with its log's tail."""
+    metastore = HiveMetastore(tmp_path_factory.mktemp("metastore"))
+    try:
+        metastore.start()
+    except HiveMetastoreError as error:
+        metastore.stop()
+        pytest.fail(str(error), pytrace=False)
+    yield metastore
+    metastore.stop()
 
 
 def _kafka(**options):

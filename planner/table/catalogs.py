@@ -15,6 +15,7 @@ table reuses one authenticated session. pyiceberg is imported only when a catalo
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -167,6 +168,11 @@ _clients: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 _clients_lock = threading.Lock()
 
 
+# Loggers of catalog clients that log a failure the error this module raises reports too:
+# thrift's socket logs "Could not connect to any of [...]" before raising.
+_REPORTED_HERE = ("thrift.transport.TSocket",)
+
+
 def _client(name: str, properties: Mapping[str, str], seconds: float, where: str) -> Any:
     """Pyiceberg's client for a catalog, made once per name and properties (making one may
     already talk to the catalog: a REST client fetches its config and logs in)."""
@@ -177,6 +183,8 @@ def _client(name: str, properties: Mapping[str, str], seconds: float, where: str
         return client
     from pyiceberg.catalog import load_catalog
 
+    for logger in _REPORTED_HERE:
+        logging.getLogger(logger).setLevel(logging.CRITICAL)
     forwarded = {k: v for k, v in properties.items() if k != TIMEOUT_PROPERTY}
     try:
         client = _bounded(lambda: load_catalog(name, **forwarded), seconds, where)
@@ -254,7 +262,8 @@ def _catalog_error(error: Exception, where: str, table: str | None) -> Exception
                 "AuthorizationExpiredError"):
         return CatalogError(f"{where} refused access ({text})")
     if kind in ("ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout",
-                "SSLError", "ServiceUnavailableError", "ServerError", "TooManyRequestsError"):
+                "SSLError", "ServiceUnavailableError", "ServerError", "TooManyRequestsError",
+                "TTransportException"):  # the last: a Hive Metastore's thrift transport
         return CatalogError(f"{where} cannot be reached ({text})")
     if kind == "NotInstalledError":
         return CatalogError(f"{where}: {text} (install meltwater with this catalog's extra, "
