@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, Producer
 from meltwater.sinks.connect_json import with_schema
 from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kafka_client import PRODUCER_DEFAULTS, Causes, Connection, ensure_topic
-from meltwater.sinks.kafka_stream import topic_prefix
+from meltwater.sinks.kafka_topics import heartbeat_topic, topic_prefix
 from meltwater.sinks.message_formats import MessageFormat
 
 log = logging.getLogger("meltwater.sinks.kafka")
@@ -37,11 +37,6 @@ _KEY_SCHEMA = json.dumps({
 _VALUE_SCHEMA = json.dumps({
     "type": "struct", "optional": False, "name": "io.debezium.connector.common.Heartbeat",
     "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}]}, separators=(",", ":"))
-
-
-def heartbeat_topic(topic: str) -> str:
-    """Debezium's heartbeat topic for the prefix of `topic` (its first dotted name)."""
-    return f"__debezium-heartbeat.{topic_prefix(topic)}"
 
 
 class KafkaHeartbeat:

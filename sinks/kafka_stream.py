@@ -71,6 +71,7 @@ from urllib.parse import urlsplit
 from meltwater.planner.table.table_loading import load_table
 from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.sinks.errors import KafkaRefusedError
+from meltwater.sinks.kafka_topics import default_transaction_topic
 from meltwater.sinks.kinds import SinkKind, SinkOption, SinkPlacement, register_sink_kind
 from meltwater.sinks.message_formats import MessageFormat
 from meltwater.sinks.mirror_stream import MIRROR_SOURCE_OPTIONS, ledger_name, stream_field_ids
@@ -146,18 +147,6 @@ def sink_options(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
         partitions=options.get("partitions"),
         message_format=MessageFormat(options.get("format", MessageFormat.JSON)),
         transaction_topic=_transaction_topic(options, topic))
-
-
-def topic_prefix(topic: str) -> str:
-    """What Debezium calls `topic.prefix`, for a topic named `<prefix>.<...>`: its first
-    dotted name (`lake.sales.orders` -> `lake`)."""
-    return topic.split(".")[0]
-
-
-def default_transaction_topic(topic: str) -> str:
-    """Where a topic's transaction metadata goes unless the configuration says: Debezium's
-    `<prefix>.transaction` (`lake.sales.orders` -> `lake.transaction`)."""
-    return f"{topic_prefix(topic)}.transaction"
 
 
 def _transaction_topic(options: Mapping[str, Any], topic: str) -> str | None:

@@ -139,7 +139,9 @@ class HiveMetastore:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes to it
-        command = ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), "--inside",
+        # as root a network namespace; else one inside a user namespace of its own
+        isolate = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
+        command = [*isolate, sys.executable, str(Path(__file__).resolve()), "--inside",
                    "--work", str(self.work), "--socket", self.socket_path,
                    "--port", str(_INSIDE_PORT)]
         if in_test:
