@@ -51,7 +51,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -79,6 +79,9 @@ from meltwater.stream.engine.changes.change_schema import (
     UPDATE_BEFORE,
 )
 from meltwater.stream.engine.changes.updates import content_columns
+
+if TYPE_CHECKING:
+    from meltwater.sinks.kafka_avro import AvroMessages
 
 EVENT_ID = "meltwater.event_id"
 SNAPSHOT_ID = "meltwater.snapshot_id"
@@ -124,6 +127,7 @@ class EventOptions:
     snapshot_as_inserts: bool = False
     message_format: MessageFormat = MessageFormat.JSON
     transaction_metadata: bool = False
+    avro: AvroMessages | None = None  # the schema registry's side of `format = "avro"`
 
 
 def event_id(snapshot_id: int, key: bytes) -> str:
@@ -190,13 +194,9 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
     image_table = commit.select(shown).rename_columns([names[c] for c in shown])
     key_table = commit.select(list(options.key_columns)).rename_columns(
         [names.get(c, c) for c in options.key_columns])
-    framed = _Framing.of(options, image_table.schema, key_table.schema)
-    if framed is not None:  # payloads hold values as their Connect schemas say
-        image_table, key_table = connect_values(image_table), connect_values(key_table)
-    images = _json_objects(image_table)
-    keys = _json_objects(key_table)
-    pairs: dict[str, list[str | None]] = {}  # key -> [leaving image, arriving image]
-    for key, image, left in zip(keys, images, leaving.to_pylist(), strict=True):
+    keys = _json_objects(key_table)  # what pairs rows, orders events and names them
+    pairs: dict[str, list[int | None]] = {}  # key -> [leaving row, arriving row]
+    for row, (key, left) in enumerate(zip(keys, leaving.to_pylist(), strict=True)):
         pair = pairs.get(key)
         if pair is None:
             pair = pairs[key] = [None, None]
@@ -206,11 +206,11 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
                 f"{what}: key {key} has two rows {'leaving' if left else 'arriving'} in "
                 f"snapshot {snapshot_id}: the table holds two live rows with that key; "
                 "choose key columns that are unique")
-        pair[side] = image
+        pair[side] = row
+    render = _rendering(options, image_table, key_table, keys, first, produced)
     arrived_op = debezium_op(INSERT, initial_snapshot=options.snapshot_as_inserts
                              and ordinal == 0)
     deleted_op = debezium_op(DELETE)
-    tails: dict[str, str] = {}
     headers = ((SNAPSHOT_ID, str(snapshot_id).encode()),
                (CHANGE_ORDINAL_HEADER, str(ordinal).encode()))
     events = []
@@ -219,22 +219,12 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
         before, after = pairs[key]
         op = "u" if before is not None and after is not None else \
             arrived_op if after is not None else deleted_op
-        tail = tails.get(op)
-        if tail is None:
-            tail = tails[op] = envelope_tail(op, options.table_name, first, produced)
         ident = event_id(snapshot_id, key.encode())
         order += 1
-        if options.transaction_metadata:  # Debezium's block, before the envelope's end
-            block = transaction_block(snapshot_id, order)
-            value = envelope_text(before, after, f"{tail[:-1]}, {block}}}")
-        else:
-            value = envelope_text(before, after, tail)
-        if framed is not None:
-            key_bytes = with_schema(framed.key, key).encode()
-            value = with_schema(framed.value, value)
-        else:
-            key_bytes = key.encode()
-        events.append(KafkaEvent(key_bytes, value.encode(),
+        shown_row = after if after is not None else before
+        assert shown_row is not None  # every key has a row
+        key_bytes = render.key(shown_row)
+        events.append(KafkaEvent(key_bytes, render.value(before, after, op, order),
                                  (*headers, (EVENT_ID, ident.encode())), ident, snapshot_id,
                                  ordinal, op))
         if op == "d" and options.tombstones:
@@ -243,6 +233,67 @@ def _commit_events(commit: pa.Table, leaving: pa.ChunkedArray, ordinal: int,
                                      (*headers, (EVENT_ID, tombstone.encode())), tombstone,
                                      snapshot_id, ordinal, None))
     return events
+
+
+class Rendering(Protocol):
+    """How one commit's messages are written: a row's key, and the envelope of a key's
+    leaving and arriving rows (row numbers of the commit's tables)."""
+
+    def key(self, row: int) -> bytes:
+        """The message key of row `row`."""
+        ...
+
+    def value(self, before: int | None, after: int | None, op: str, order: int) -> bytes:
+        """The envelope of a key's rows (None: no such side), `op`, the commit's `order`-th
+        event."""
+        ...
+
+
+def _rendering(options: EventOptions, images: pa.Table, keys: pa.Table, key_texts: list[str],
+               first: dict[str, Any], produced: int) -> Rendering:
+    if options.message_format == MessageFormat.AVRO:
+        if options.avro is None:
+            raise InvalidChangesError("format avro needs the sink's schema registry")
+        return options.avro.rendering(options.table_name, options.transaction_metadata, images,
+                                      keys, first, produced)
+    return _JsonRendering(options, images, keys, key_texts, first, produced)
+
+
+class _JsonRendering:
+    """`json` and `json-with-schema` (see the module doc)."""
+
+    def __init__(self, options: EventOptions, images: pa.Table, keys: pa.Table,
+                 key_texts: list[str], first: dict[str, Any], produced: int) -> None:
+        self._options = options
+        self._first = first
+        self._produced = produced
+        self._framed = _Framing.of(options, images.schema, keys.schema)
+        if self._framed is not None:  # payloads hold values as their Connect schemas say
+            images, keys = connect_values(images), connect_values(keys)
+            key_texts = _json_objects(keys)
+        self._images = _json_objects(images)
+        self._keys = key_texts
+        self._tails: dict[str, str] = {}
+
+    def key(self, row: int) -> bytes:
+        """The key object's JSON (wrapped with its schema for `json-with-schema`)."""
+        key = self._keys[row]
+        return (key if self._framed is None else with_schema(self._framed.key, key)).encode()
+
+    def value(self, before: int | None, after: int | None, op: str, order: int) -> bytes:
+        """The envelope's JSON, built from the images' JSON (`envelope_text`)."""
+        tail = self._tails.get(op)
+        if tail is None:
+            tail = self._tails[op] = envelope_tail(op, self._options.table_name, self._first,
+                                                   self._produced)
+        if self._options.transaction_metadata:  # Debezium's block, before the envelope's end
+            snapshot_id = int(self._first[COMMIT_SNAPSHOT_ID])
+            tail = f"{tail[:-1]}, {transaction_block(snapshot_id, order)}}}"
+        value = envelope_text(None if before is None else self._images[before],
+                              None if after is None else self._images[after], tail)
+        if self._framed is not None:
+            value = with_schema(self._framed.value, value)
+        return value.encode()
 
 
 @dataclass(frozen=True)

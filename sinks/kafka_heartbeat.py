@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, Producer
 
@@ -27,6 +28,9 @@ from meltwater.sinks.errors import SinkError
 from meltwater.sinks.kafka_client import PRODUCER_DEFAULTS, Causes, Connection, ensure_topic
 from meltwater.sinks.kafka_topics import heartbeat_topic, topic_prefix
 from meltwater.sinks.message_formats import MessageFormat
+
+if TYPE_CHECKING:
+    from meltwater.sinks.kafka_avro import AvroMessages
 
 log = logging.getLogger("meltwater.sinks.kafka")
 
@@ -39,13 +43,21 @@ _VALUE_SCHEMA = json.dumps({
     "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}]}, separators=(",", ":"))
 
 
+_AVRO_KEY = {"type": "record", "name": "ServerNameKey",
+             "namespace": "io.debezium.connector.common",
+             "fields": [{"name": "serverName", "type": "string"}]}
+_AVRO_VALUE = {"type": "record", "name": "Heartbeat", "namespace": "io.debezium.connector.common",
+               "fields": [{"name": "ts_ms", "type": "long"}]}
+
+
 class KafkaHeartbeat:
     """Sends a heartbeat every `interval_s` seconds until stopped."""
 
     def __init__(self, connection: Connection, interval_s: float,
                  message_format: MessageFormat = MessageFormat.JSON, *,
-                 create_topic: bool = True) -> None:
+                 create_topic: bool = True, avro: AvroMessages | None = None) -> None:
         self.connection = connection
+        self._avro = avro
         self._create = create_topic
         self.interval_s = interval_s
         self.topic = heartbeat_topic(connection.topic)
@@ -72,7 +84,13 @@ class KafkaHeartbeat:
 
     def message(self, ts_ms: int) -> tuple[bytes, bytes]:
         """One heartbeat's key and value."""
-        key = json.dumps({"serverName": topic_prefix(self.connection.topic)})
+        server = {"serverName": topic_prefix(self.connection.topic)}
+        if self._format == MessageFormat.AVRO:
+            assert self._avro is not None  # made with the sink's registry
+            return (self._avro.encode(f"{self.topic}-key", _AVRO_KEY, server, "a heartbeat"),
+                    self._avro.encode(f"{self.topic}-value", _AVRO_VALUE, {"ts_ms": ts_ms},
+                                      "a heartbeat"))
+        key = json.dumps(server)
         value = json.dumps({"ts_ms": ts_ms})
         if self._format == MessageFormat.JSON_WITH_SCHEMA:
             key, value = with_schema(_KEY_SCHEMA, key), with_schema(_VALUE_SCHEMA, value)
@@ -97,7 +115,7 @@ class KafkaHeartbeat:
         try:
             producer.produce(self.topic, key=key, value=value)
             left = producer.flush(min(self.interval_s, self.connection.timeout_s))
-        except (KafkaException, BufferError) as error:
+        except (KafkaException, BufferError, SinkError) as error:
             self._failed(str(error))
             return
         if left:

@@ -61,6 +61,7 @@ from meltwater.sinks.errors import (
     MessageTooLargeError,
     MissingKeyColumnsError,
 )
+from meltwater.sinks.kafka_avro import RegistryConfig, avro_messages
 from meltwater.sinks.kafka_client import (
     PRODUCER_DEFAULTS,
     TOO_LARGE,
@@ -120,6 +121,7 @@ class KafkaSinkOptions:
     key_hint: str = KEY_HINT
     message_format: MessageFormat = MessageFormat.JSON
     transaction_topic: str | None = None  # transaction metadata to it (`kafka_transactions`)
+    schema_registry: RegistryConfig | None = None  # for `format = "avro"` (`kafka_avro`)
 
 
 def resolve_key(schema: Schema, key: Sequence[str] | None, table: object,
@@ -159,6 +161,8 @@ class KafkaSink:
         self._producer: Producer | None = None
         self._causes = Causes()
         self._marker: BatchMarker | None = None
+        self._avro = avro_messages(options.message_format, options.schema_registry,
+                                   options.connection.topic)
 
     # -- the Sink protocol -------------------------------------------------------------------
 
@@ -286,7 +290,8 @@ class KafkaSink:
         outgoing: list[tuple[str, KafkaEvent]] = []
         for span in spans:
             begin, finish = boundary_messages(span, str(self.options.table),
-                                              self.options.message_format)
+                                              self.options.message_format, self._avro,
+                                              transactions)
             if begin is not None:
                 outgoing.append((transactions, begin))
             outgoing.extend((topic, e) for e in span.events)
@@ -393,7 +398,8 @@ class KafkaSink:
             key.append(name)
         return EventOptions(str(self.options.table), tuple(key), self.options.tombstones,
                             self.options.snapshot_as_inserts, self.options.message_format,
-                            transaction_metadata=self.options.transaction_topic is not None)
+                            transaction_metadata=self.options.transaction_topic is not None,
+                            avro=self._avro)
 
     @staticmethod
     def _columns_by_id(batch: pa.Table) -> dict[int, str]:

@@ -146,7 +146,19 @@ def sink_options(options: Mapping[str, Any], placement: SinkPlacement) -> Any:
         create_topics=bool(options.get("create-topics", True)),
         partitions=options.get("partitions"),
         message_format=MessageFormat(options.get("format", MessageFormat.JSON)),
-        transaction_topic=_transaction_topic(options, topic))
+        transaction_topic=_transaction_topic(options, topic),
+        schema_registry=_registry(options))
+
+
+def _registry(options: Mapping[str, Any]) -> Any:
+    """The sink's schema registry (`schema-registry-url`, `-properties`), if it names one."""
+    from meltwater.sinks.kafka_avro import RegistryConfig
+
+    url = options.get("schema-registry-url")
+    if not url:
+        return None
+    properties = {k: str(v) for k, v in (options.get("schema-registry-properties") or {}).items()}
+    return RegistryConfig(str(url), properties)
 
 
 def _transaction_topic(options: Mapping[str, Any], topic: str) -> str | None:
@@ -167,6 +179,9 @@ def check_kafka(options: Mapping[str, Any], placement: SinkPlacement) -> None:
 
     _key_names(options, placement.table)
     resolved = sink_options(options, placement)
+    if resolved.message_format == MessageFormat.AVRO and resolved.schema_registry is None:
+        raise KafkaRefusedError("schema-registry-url: format \"avro\" needs the schema "
+                                "registry's URL")
     config = resolved.connection.config(Causes(), **PRODUCER_DEFAULTS)
     try:
         Producer(config)
@@ -202,9 +217,13 @@ def _start_heartbeat(options: Mapping[str, Any], placement: SinkPlacement) -> No
     interval = float(options.get("heartbeat-interval", 0) or 0)
     if interval > 0:
         resolved = sink_options(options, placement)
+        from meltwater.sinks.kafka_avro import avro_messages
+
+        avro = avro_messages(resolved.message_format, resolved.schema_registry,
+                             resolved.connection.topic)
         _HEARTBEATS[placement.pipeline] = KafkaHeartbeat(
             resolved.connection, interval, resolved.message_format,
-            create_topic=resolved.create_topics).start()
+            create_topic=resolved.create_topics, avro=avro).start()
 
 
 def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
@@ -217,15 +236,18 @@ def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
                         field_ids: Mapping[str, int] | None = None,
                         checkpoint: str | None = None,
                         message_format: MessageFormat | str = MessageFormat.JSON,
-                        transaction_topic: str | None = None) -> Any:
+                        transaction_topic: str | None = None,
+                        schema_registry_url: str | None = None,
+                        schema_registry_properties: Mapping[str, str] | None = None) -> Any:
     """A function for `df.writeStream.foreachBatch(...)` writing a `format("meltwater")`
     stream of `table` to Kafka, exactly once (see the module doc). Keep `transactional_id`
     the same for the life of the query's checkpoint, and give a new one with a new
     checkpoint (its batch ids start again from 0). Pair the stream's updates by the same
     key (`option("identifier-columns", ...)`, unless the key is the identifier fields).
     `field_ids` and `checkpoint` are `meltwater.sinks.foreach_batch`'s; `message_format` is
-    the sink's `format` (`MessageFormat`); a `transaction_topic` turns transaction metadata
-    on (`meltwater.sinks.kafka_transactions`)."""
+    the sink's `format` (`MessageFormat`; `avro` takes `schema_registry_url` and the
+    registry client's `schema_registry_properties`); a `transaction_topic` turns transaction
+    metadata on (`meltwater.sinks.kafka_transactions`)."""
     from meltwater.sinks.kafka_client import Connection
     from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC, KafkaSink, KafkaSinkOptions
     from meltwater.sinks.spark_writer import foreach_batch
@@ -237,7 +259,9 @@ def kafka_foreach_batch(table: str | TableSource, *, bootstrap_servers: str,
         source, transactional_id, tuple(key) if key else None, tombstones,
         snapshot_as_inserts, batches_topic or DEFAULT_BATCHES_TOPIC, transactional,
         create_topics, partitions, key_hint="pass key=[...]",
-        message_format=MessageFormat(message_format), transaction_topic=transaction_topic)
+        message_format=MessageFormat(message_format), transaction_topic=transaction_topic,
+        schema_registry=_registry({"schema-registry-url": schema_registry_url,
+                                   "schema-registry-properties": schema_registry_properties}))
     return foreach_batch(functools.partial(KafkaSink, options), field_ids,
                          checkpoint=checkpoint)
 
@@ -257,7 +281,8 @@ register_sink_kind(SinkKind(
      "before-images": SinkOption(str, choices=BeforeImages.texts()),
      "format": SinkOption(str, choices=MessageFormat.texts()),
      "transaction-metadata": SinkOption(bool), "transaction-topic": SinkOption(str),
-     "heartbeat-interval": SinkOption((int, float), minimum=0)},
+     "heartbeat-interval": SinkOption((int, float), minimum=0),
+     "schema-registry-url": SinkOption(str), "schema-registry-properties": SinkOption(dict)},
     kafka_writer,
     source_options=MIRROR_SOURCE_OPTIONS,
     source_options_reason="so a column added mid-stream is restarted into the events "

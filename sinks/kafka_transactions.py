@@ -27,10 +27,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from meltwater.sinks.connect_json import with_schema
 from meltwater.sinks.kafka_events import EVENT_ID, SNAPSHOT_ID, KafkaEvent
 from meltwater.sinks.message_formats import MessageFormat
+
+if TYPE_CHECKING:
+    from meltwater.sinks.kafka_avro import AvroMessages
 
 _KEY_SCHEMA = json.dumps({
     "type": "struct", "optional": False,
@@ -48,6 +52,23 @@ _VALUE_SCHEMA = json.dumps({
              {"type": "string", "optional": False, "field": "data_collection"},
              {"type": "int64", "optional": False, "field": "event_count"}]}},
         {"type": "int64", "optional": False, "field": "ts_ms"}]}, separators=(",", ":"))
+
+
+# The same as Avro (Debezium's names), for `format = "avro"`.
+_AVRO_KEY = {"type": "record", "name": "TransactionMetadataKey",
+             "namespace": "io.debezium.connector.common",
+             "fields": [{"name": "id", "type": "string"}]}
+_AVRO_VALUE = {"type": "record", "name": "TransactionMetadataValue",
+               "namespace": "io.debezium.connector.common", "fields": [
+                   {"name": "status", "type": "string"}, {"name": "id", "type": "string"},
+                   {"name": "event_count", "type": ["null", "long"], "default": None},
+                   {"name": "data_collections", "default": None, "type": ["null", {
+                       "type": "array", "items": {
+                           "type": "record", "name": "ConnectDefault",
+                           "namespace": "io.confluent.connect.avro", "fields": [
+                               {"name": "data_collection", "type": "string"},
+                               {"name": "event_count", "type": "long"}]}}]},
+                   {"name": "ts_ms", "type": "long"}]}
 
 
 @dataclass(frozen=True)
@@ -108,28 +129,43 @@ def still_open(spans: Sequence[CommitSpan], before: OpenCommit | None) -> OpenCo
     return None if last.ends else OpenCommit(last.snapshot_id, last.event_count)
 
 
-def boundary_messages(span: CommitSpan, table_name: str, message_format: MessageFormat
+def boundary_messages(span: CommitSpan, table_name: str, message_format: MessageFormat,
+                      avro: AvroMessages | None = None, topic: str = ""
                       ) -> tuple[KafkaEvent | None, KafkaEvent | None]:
-    """The span's BEGIN (if the commit begins in it) and END (if it ends in it)."""
-    begin = _message(span, "BEGIN", None, message_format) if span.begins else None
-    end = _message(span, "END", table_name, message_format) if span.ends else None
+    """The span's BEGIN (if the commit begins in it) and END (if it ends in it), written
+    to `topic` (its Avro subjects are `<topic>-key` and `-value`)."""
+    begin = _message(span, "BEGIN", None, message_format, avro, topic) if span.begins \
+        else None
+    end = _message(span, "END", table_name, message_format, avro, topic) if span.ends \
+        else None
     return begin, end
 
 
 def _message(span: CommitSpan, status: str, table_name: str | None,
-             message_format: MessageFormat) -> KafkaEvent:
+             message_format: MessageFormat, avro: AvroMessages | None, topic: str
+             ) -> KafkaEvent:
     ident = str(span.snapshot_id)
     count = None if table_name is None else span.event_count
-    value = json.dumps({
-        "status": status, "id": ident, "event_count": count,
-        "data_collections": None if table_name is None else
-        [{"data_collection": table_name, "event_count": count}],
-        "ts_ms": span.timestamp_ms})
+    record = {"status": status, "id": ident, "event_count": count,
+              "data_collections": None if table_name is None else
+              [{"data_collection": table_name, "event_count": count}],
+              "ts_ms": span.timestamp_ms}
+    if message_format == MessageFormat.AVRO:
+        assert avro is not None  # the sink makes one for avro
+        what = f"snapshot {ident}'s {status}"
+        key_bytes = avro.encode(f"{topic}-key", _AVRO_KEY, {"id": ident}, what)
+        value_bytes = avro.encode(f"{topic}-value", _AVRO_VALUE, record, what)
+        return _event(span, status, key_bytes, value_bytes)
+    value = json.dumps(record)
     key = json.dumps({"id": ident})
     if message_format == MessageFormat.JSON_WITH_SCHEMA:
         key, value = with_schema(_KEY_SCHEMA, key), with_schema(_VALUE_SCHEMA, value)
+    return _event(span, status, key.encode(), value.encode())
+
+
+def _event(span: CommitSpan, status: str, key: bytes, value: bytes) -> KafkaEvent:
+    ident = str(span.snapshot_id)
     event_id = f"{ident}-{status.lower()}"
     ordinal = span.events[0].ordinal
     headers = ((SNAPSHOT_ID, ident.encode()), (EVENT_ID, event_id.encode()))
-    return KafkaEvent(key.encode(), value.encode(), headers, event_id, span.snapshot_id,
-                      ordinal, None)
+    return KafkaEvent(key, value, headers, event_id, span.snapshot_id, ordinal, None)
