@@ -109,13 +109,22 @@ class AvroMessages:
             self._writers[(subject, text)] = found
         return found
 
-    def _register(self, subject: str, schema: Any, what: str) -> int:
+    def check(self) -> None:
+        """Make the registry's client (nothing is sent): properties it does not know, or
+        values it refuses, are one line."""
         from confluent_kafka.schema_registry import SchemaRegistryClient
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         if self._client is None:
-            self._client = SchemaRegistryClient({"url": self.config.url,
-                                                 **self.config.properties})
+            try:
+                self._client = SchemaRegistryClient({"url": self.config.url,
+                                                     **self.config.properties})
+            except (ValueError, TypeError) as error:
+                raise KafkaRefusedError(f"schema-registry-properties: {error}") from None
+
+    def _register(self, subject: str, schema: Any, what: str) -> int:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        self.check()
         try:
             return int(self._client.register_schema(subject, schema))
         except SchemaRegistryError as error:

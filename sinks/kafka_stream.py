@@ -179,9 +179,13 @@ def check_kafka(options: Mapping[str, Any], placement: SinkPlacement) -> None:
 
     _key_names(options, placement.table)
     resolved = sink_options(options, placement)
-    if resolved.message_format == MessageFormat.AVRO and resolved.schema_registry is None:
-        raise KafkaRefusedError("schema-registry-url: format \"avro\" needs the schema "
-                                "registry's URL")
+    if resolved.message_format == MessageFormat.AVRO:
+        from meltwater.sinks.kafka_avro import avro_messages
+
+        avro = avro_messages(resolved.message_format, resolved.schema_registry,
+                             resolved.connection.topic)
+        assert avro is not None  # for avro, or refused
+        avro.check()
     config = resolved.connection.config(Causes(), **PRODUCER_DEFAULTS)
     try:
         Producer(config)

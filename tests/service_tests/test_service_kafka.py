@@ -16,11 +16,20 @@ from pathlib import Path
 
 import pytest
 from loopback_ports import free_port
+from schema_registry import SchemaRegistry
 from service_process import Pipeline, ServiceProcess, write_config
 
 from meltwater.planner.table.table_loading import load_table
 from meltwater.sinks.mirror_stream import ledger_name
-from sink_tests.kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows
+from sink_tests.kafka_read import (
+    check_order,
+    confirmed,
+    fold,
+    markers,
+    read_avro_with,
+    read_topic,
+    truth_rows,
+)
 from watch_tests.replay import Replay
 
 WAIT_S = 180
@@ -79,7 +88,7 @@ def _check(broker, pipeline: Pipeline, scenario, snapshots: list[int]) -> list:
 
 @pytest.mark.parametrize(("name", "kills", "message_format"), [
     ("equality_deletes", (2, 5, 8), "json"), ("column_evolution", (4, 9), "json"),
-    ("column_evolution", (6,), "json-with-schema")])
+    ("column_evolution", (6,), "json-with-schema"), ("column_evolution", (3,), "avro")])
 def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
         corpus, tmp_path, serve, kafka_broker, name, kills, message_format):
     """Each commit is waited for in the topic and checked; at `kills` the service is killed
@@ -87,10 +96,29 @@ def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
     started again. column_evolution adds, renames, widens, drops and re-adds columns: the
     query restarts in each new schema, and each event carries its commit's columns (with
     `json-with-schema`, each message its commit's Connect schema, by which the topic is
-    read, as Kafka Connect reads it: `kafka_read.connect_value`)."""
+    read, as Kafka Connect reads it: `kafka_read.connect_value`; with `avro`, each commit's
+    schemas registered in a BACKWARD registry, and the topic read by confluent-kafka's
+    AvroDeserializer)."""
     scenario = corpus.scenarios[name]
     replay = _replayed(corpus, name, tmp_path)
-    pipeline = _pipeline(replay, tmp_path, kafka_broker.bootstrap, format=message_format)
+    registry = SchemaRegistry().start()
+    read_avro_with(registry.url)
+    sink = {"format": message_format}
+    if message_format == "avro":
+        sink["schema-registry-url"] = registry.url
+    try:
+        _replay_through_kills(tmp_path, serve, kafka_broker, name, kills, message_format,
+                              scenario, replay, _pipeline(
+                                  replay, tmp_path, kafka_broker.bootstrap, **sink))
+    finally:
+        registry.stop()
+    if message_format == "avro":
+        assert len(registry.state.subjects["lake.orders-value"]) >= 3  # versions registered
+
+
+def _replay_through_kills(tmp_path, serve, kafka_broker, name, kills, message_format,
+                          scenario, replay, pipeline) -> None:
+    """Each commit replayed, waited for in the topic and checked; kill -9 at `kills`."""
     port = free_port()
     config = write_config(tmp_path / "service.toml", [pipeline], port=port)
     starts = 1
@@ -115,7 +143,8 @@ def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
     assert service.stop() == 0, service.tail()
     messages = _check(kafka_broker, pipeline, scenario, checked)
     assert len(checked) >= 7 and starts == len(kills) + 1
-    framed = [m for m in messages if m.value is not None and b'"payload"' in m.value]
+    framed = [m for m in messages if m.value is not None and (
+        b'"payload"' in m.value or m.value[:1] == b"\x00")]
     assert len(framed) == (0 if message_format == "json" else
                            sum(m.value is not None for m in messages))
     aborted = len(read_topic(kafka_broker.bootstrap, "lake.orders")) - len(messages)

@@ -47,8 +47,9 @@ class Message:
     @cached_property
     def event(self) -> dict | None:
         """The Debezium envelope, as the plain JSON format writes it (a `json-with-schema`
-        message's payload read by its schema, as Kafka Connect reads it, then so written)."""
-        return None if self.value is None else unframed(json.loads(self.value))
+        message's payload read by its schema, as Kafka Connect reads it, and an Avro one
+        read by confluent-kafka's `AvroDeserializer`, then so written)."""
+        return None if self.value is None else decoded(self.value)
 
     @cached_property
     def key_text(self) -> str | None:
@@ -56,7 +57,7 @@ class Message:
         schema changed)."""
         if self.key is None:
             return None
-        return json.dumps(unframed(json.loads(self.key)), sort_keys=True)
+        return json.dumps(decoded(self.key), sort_keys=True)
 
     @property
     def sequence_number(self) -> int:
@@ -64,6 +65,26 @@ class Message:
 
 
 EPOCH = dt.datetime(1970, 1, 1)
+_AVRO: dict[str, Any] = {}  # "url": the registry Avro messages are read with
+
+
+def read_avro_with(registry_url: str) -> None:
+    """Read Avro messages (a zero byte first) with the schemas of this registry."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    _AVRO["deserializer"] = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+
+
+def decoded(data: bytes) -> Any:
+    """A message's key or value as the plain JSON format writes it (`unframed`; Avro in
+    the Confluent wire format decoded by confluent-kafka's deserializer)."""
+    if data[:1] == b"\x00":
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        record = _AVRO["deserializer"](data, SerializationContext("", MessageField.VALUE))
+        return json.loads(json.dumps(json_safe(record), default=json_default))
+    return unframed(json.loads(data))
 
 
 def unframed(message: Any) -> Any:
