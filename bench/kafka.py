@@ -2,6 +2,7 @@
 the same messages, and commit -> topic latency in the service.
 
 Usage: .venv/bin/python bench/kafka.py [--rows 30000000] [--repeats 3] [--commits 30]
+       [--formats json,json-with-schema,avro]
 
 1. Throughput. The scale ladder's `big` table (bench/ladder_tables.py: 30M rows written by
    Iceberg Java 1.10.2, then a merge-on-read DELETE of 1% of the rows and an UPDATE of
@@ -15,7 +16,8 @@ Usage: .venv/bin/python bench/kafka.py [--rows 30000000] [--repeats 3] [--commit
    - the floor: a plain confluent-kafka producer (librdkafka's defaults, no transaction)
      producing the very messages meltwater built (keys, values, headers), then `flush()`.
    Each --repeats times, median reported; events are messages (a DELETE's tombstone is
-   one).
+   one). Each of --formats: `json`, `json-with-schema`, `avro` (schemas registered in
+   testbed/schema_registry.py on loopback, once per process, as the sink does).
 2. Latency. The live Iceberg Java writer (testbed/live) commits merge-on-read changes of
    random kinds to a table under a scratch directory while `meltwater serve` (local[2],
    `trigger = "event"`, a kafka sink keyed on `id`) writes them to Tansu; a
@@ -60,6 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--commits", type=int, default=30,
                         help="commits timed for the latency (default 30; 0 skips it)")
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--formats", default="json",
+                        help="message formats to time, comma-separated: json, "
+                             "json-with-schema, avro (default json)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     return parser.parse_args(argv)
 
@@ -73,17 +78,25 @@ def _topic(broker: KafkaBroker, name: str) -> str:
 
 
 def time_commit(broker: KafkaBroker, location: str, parent: int, snapshot: int, label: str,
-                repeats: int) -> dict[str, Any]:
+                repeats: int, message_format: str = "json",
+                registry_url: str | None = None) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     import meltwater.stream
+    from meltwater.sinks.kafka_avro import AvroMessages, RegistryConfig
     from meltwater.sinks.kafka_client import Connection
     from meltwater.sinks.kafka_events import EventOptions, kafka_events
     from meltwater.sinks.kafka_sink import KafkaSink, KafkaSinkOptions
+    from meltwater.sinks.message_formats import MessageFormat
 
     batch = meltwater.stream.changes(location, from_snapshot_id=parent,
                                      to_snapshot_id=snapshot).read_all()
-    options = EventOptions(location, ("id",))
+    fmt = MessageFormat(message_format)
+    registry = None if registry_url is None else RegistryConfig(registry_url, {})
+    avro = None if fmt != MessageFormat.AVRO or registry is None else AvroMessages(
+        registry, f"{label}-built")
+    options = EventOptions(location, ("id",), message_format=fmt, avro=avro)
+    label = f"{label}-{message_format}"
     built = kafka_events(batch, options)
     print(f"  {label}: {batch.num_rows:,} change rows -> {len(built):,} messages", flush=True)
     sink_s, build_s, floor_s = [], [], []
@@ -93,7 +106,8 @@ def time_commit(broker: KafkaBroker, location: str, parent: int, snapshot: int, 
         build = time.perf_counter() - started
         topic = _topic(broker, f"{label}-sink-{round_}")
         sink = KafkaSink(KafkaSinkOptions(Connection(broker.bootstrap, topic, {}, 120.0),
-                                          location, f"bench-{topic}", key=("id",)))
+                                          location, f"bench-{topic}", key=("id",),
+                                          message_format=fmt, schema_registry=registry))
         sink.apply(0, batch.slice(0, 0))  # opens: topics, producer, marker read
         started = time.perf_counter()
         result = sink.apply(1, batch)
@@ -124,7 +138,9 @@ def time_commit(broker: KafkaBroker, location: str, parent: int, snapshot: int, 
     events = len(built)
     median = {"meltwater": statistics.median(sink_s), "build": statistics.median(build_s),
               "floor": statistics.median(floor_s)}
-    return {"commit": label, "change_rows": batch.num_rows, "messages": events,
+    sizes = [len(e.key) + len(e.value or b"") for e in built]
+    return {"commit": label, "format": message_format, "change_rows": batch.num_rows,
+            "messages": events, "mean_message_bytes": statistics.mean(sizes),
             "seconds": {"meltwater": sink_s, "build": build_s, "floor": floor_s},
             "median_seconds": median,
             "events_per_second": {"meltwater": events / median["meltwater"],
@@ -217,13 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     snapshots = table.record["snapshots"]
     result: dict[str, Any] = {"rows": args.rows, "repeats": args.repeats,
                               "python": platform.python_version()}
-    with KafkaBroker() as broker:
+    from schema_registry import SchemaRegistry
+
+    with KafkaBroker() as broker, SchemaRegistry() as registry:
         print(f"throughput into Tansu at {broker.bootstrap} ({PARTITIONS} partitions)")
         result["throughput"] = [
-            time_commit(broker, table.location, snapshots[0]["snapshot_id"],
-                        snapshots[1]["snapshot_id"], "delete", args.repeats),
-            time_commit(broker, table.location, snapshots[1]["snapshot_id"],
-                        snapshots[2]["snapshot_id"], "update", args.repeats)]
+            time_commit(broker, table.location, snapshots[index]["snapshot_id"],
+                        snapshots[index + 1]["snapshot_id"], label, args.repeats,
+                        message_format, registry.url)
+            for message_format in args.formats.split(",")
+            for index, label in ((0, "delete"), (1, "update"))]
     if args.commits:
         with KafkaBroker() as broker, tempfile.TemporaryDirectory(
                 prefix="meltwater-bench-kafka-") as work:

@@ -309,7 +309,10 @@ def _handler(state: _State, credentials: tuple[str, str] | None) -> type[BaseHTT
 
 
 class SchemaRegistry:
-    """The registry on a loopback port, in a thread of this process."""
+    """The registry on a loopback port, in a thread of this process. `SchemaRegistry.
+    latest` is the one started last: what a reader of the tests' topics decodes with."""
+
+    latest: SchemaRegistry | None = None
 
     def __init__(self, credentials: tuple[str, str] | None = None) -> None:
         self.state = _State()
@@ -323,6 +326,7 @@ class SchemaRegistry:
 
     def start(self) -> SchemaRegistry:
         self._thread.start()
+        SchemaRegistry.latest = self
         return self
 
     def stop(self) -> None:

@@ -21,6 +21,7 @@ import setup_steps
 from kafka_broker import KafkaBroker, KafkaUnavailableError
 from metastore_server import HiveMetastore, HiveMetastoreError
 from pg_server import PostgresServer, PostgresUnavailableError, create_database
+from schema_registry import SchemaRegistry
 from setup_steps import announce
 from writer_env import WriterEnvError
 
@@ -217,6 +218,15 @@ def hive_metastore(tmp_path_factory):
         pytest.fail(str(error), pytrace=False)
     yield metastore
     metastore.stop()
+
+
+@pytest.fixture
+def schema_registry():
+    """A schema registry speaking the Confluent REST API (testbed/schema_registry.py) on a
+    loopback port, for one test; Avro messages `sink_tests.kafka_read` reads are decoded
+    with its schemas."""
+    with SchemaRegistry() as registry:
+        yield registry
 
 
 def _kafka(**options):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from loopback_ports import free_port
-from schema_registry import SchemaRegistry
 from service_process import Pipeline, ServiceProcess, write_config
 
 from meltwater.planner.table.table_loading import load_table
@@ -26,7 +25,6 @@ from sink_tests.kafka_read import (
     confirmed,
     fold,
     markers,
-    read_avro_with,
     read_topic,
     truth_rows,
 )
@@ -90,7 +88,7 @@ def _check(broker, pipeline: Pipeline, scenario, snapshots: list[int]) -> list:
     ("equality_deletes", (2, 5, 8), "json"), ("column_evolution", (4, 9), "json"),
     ("column_evolution", (6,), "json-with-schema"), ("column_evolution", (3,), "avro")])
 def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
-        corpus, tmp_path, serve, kafka_broker, name, kills, message_format):
+        corpus, tmp_path, serve, kafka_broker, schema_registry, name, kills, message_format):
     """Each commit is waited for in the topic and checked; at `kills` the service is killed
     with SIGKILL right after the commit (its batch not started, running or committed) and
     started again. column_evolution adds, renames, widens, drops and re-adds columns: the
@@ -101,19 +99,14 @@ def test_the_topic_folds_to_iceberg_java_after_every_commit_across_kill_9(
     AvroDeserializer)."""
     scenario = corpus.scenarios[name]
     replay = _replayed(corpus, name, tmp_path)
-    registry = SchemaRegistry().start()
-    read_avro_with(registry.url)
     sink = {"format": message_format}
     if message_format == "avro":
-        sink["schema-registry-url"] = registry.url
-    try:
-        _replay_through_kills(tmp_path, serve, kafka_broker, name, kills, message_format,
-                              scenario, replay, _pipeline(
-                                  replay, tmp_path, kafka_broker.bootstrap, **sink))
-    finally:
-        registry.stop()
-    if message_format == "avro":
-        assert len(registry.state.subjects["lake.orders-value"]) >= 3  # versions registered
+        sink["schema-registry-url"] = schema_registry.url
+    _replay_through_kills(tmp_path, serve, kafka_broker, name, kills, message_format,
+                          scenario, replay, _pipeline(
+                              replay, tmp_path, kafka_broker.bootstrap, **sink))
+    if message_format == "avro":  # versions registered as the schema evolved
+        assert len(schema_registry.state.subjects["lake.orders-value"]) >= 3
 
 
 def _replay_through_kills(tmp_path, serve, kafka_broker, name, kills, message_format,

@@ -65,15 +65,21 @@ class Message:
 
 
 EPOCH = dt.datetime(1970, 1, 1)
-_AVRO: dict[str, Any] = {}  # "url": the registry Avro messages are read with
+_DESERIALIZERS: dict[str, Any] = {}  # registry URL -> confluent-kafka's AvroDeserializer
 
 
-def read_avro_with(registry_url: str) -> None:
-    """Read Avro messages (a zero byte first) with the schemas of this registry."""
+def _avro_deserializer() -> Any:
+    """confluent-kafka's deserializer of the registry the test started last."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from schema_registry import SchemaRegistry
 
-    _AVRO["deserializer"] = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+    registry = SchemaRegistry.latest
+    assert registry is not None, "an Avro message, and no schema registry started"
+    if registry.url not in _DESERIALIZERS:
+        _DESERIALIZERS[registry.url] = AvroDeserializer(
+            SchemaRegistryClient({"url": registry.url}))
+    return _DESERIALIZERS[registry.url]
 
 
 def decoded(data: bytes) -> Any:
@@ -82,7 +88,7 @@ def decoded(data: bytes) -> Any:
     if data[:1] == b"\x00":
         from confluent_kafka.serialization import MessageField, SerializationContext
 
-        record = _AVRO["deserializer"](data, SerializationContext("", MessageField.VALUE))
+        record = _avro_deserializer()(data, SerializationContext("", MessageField.VALUE))
         return json.loads(json.dumps(json_safe(record), default=json_default))
     return unframed(json.loads(data))
 

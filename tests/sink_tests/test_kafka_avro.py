@@ -27,9 +27,8 @@ TOPIC = "lake.sales.orders"
 
 
 @pytest.fixture
-def registry():
-    with SchemaRegistry() as running:
-        yield running
+def registry(schema_registry):
+    return schema_registry
 
 
 def options(url: str, **extra: Any) -> EventOptions:

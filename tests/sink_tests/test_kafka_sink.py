@@ -8,7 +8,6 @@ service's tests run the same sink under Spark, `tests/service_tests/test_service
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,15 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_read import check_order, confirmed, fold, markers, read_topic, truth_rows, unframed
+from kafka_read import (
+    check_order,
+    confirmed,
+    decoded,
+    fold,
+    markers,
+    read_topic,
+    truth_rows,
+)
 
 import meltwater.stream
 from meltwater.planner.table.table_loading import load_table
@@ -29,6 +36,7 @@ from meltwater.sinks.errors import (
     SinkUnavailableError,
     TopicUnavailableError,
 )
+from meltwater.sinks.kafka_avro import RegistryConfig
 from meltwater.sinks.kafka_client import PRODUCER_DEFAULTS, Connection
 from meltwater.sinks.kafka_sink import KafkaSink, KafkaSinkOptions
 
@@ -97,9 +105,9 @@ def test_messages_are_partitioned_as_the_java_producer_does(kafka_broker):
     assert partitions({}) != java  # librdkafka's own default (CRC32) disagrees
 
 
-@pytest.mark.parametrize("message_format", ["json", "json-with-schema"])
+@pytest.mark.parametrize("message_format", ["json", "json-with-schema", "avro"])
 def test_transaction_metadata_brackets_each_commit_split_over_batches_and_a_restart(
-        corpus, kafka_broker, message_format):
+        corpus, kafka_broker, schema_registry, message_format):
     """`transaction_topic`: a BEGIN and an END per commit (Debezium's shapes), the END
     counting the commit's change events (not tombstones), and each event's `transaction`
     block numbering them 1..N, also for a commit whose rows span two batches with a
@@ -111,7 +119,8 @@ def test_transaction_metadata_brackets_each_commit_split_over_batches_and_a_rest
     topic, transactions = f"lake.txn-{message_format}", f"lake.txn-{message_format}.transaction"
     split = next(i for i in range(1, len(main))
                  if len(set(batch_of(scenario, main, i).column("id").to_pylist())) > 1)
-    options = dict(transaction_topic=transactions, message_format=message_format)
+    options = dict(transaction_topic=transactions, message_format=message_format,
+                   schema_registry=RegistryConfig(schema_registry.url, {}))
     metadata = load_table(scenario.location).metadata
     with sink_for(kafka_broker, scenario, topic, **options) as sink:
         for index in range(split):
@@ -127,8 +136,7 @@ def test_transaction_metadata_brackets_each_commit_split_over_batches_and_a_rest
         for index in range(split + 1, len(main)):
             sink.apply(index + 1, batch_of(scenario, main, index))
     messages = assert_folds_to_truth(kafka_broker, scenario, main, topic)
-    boundaries = [unframed(json.loads(m.value))
-                  for m in read_topic(kafka_broker.bootstrap, transactions)]
+    boundaries = [decoded(m.value) for m in read_topic(kafka_broker.bootstrap, transactions)]
     events: dict[str, list[dict]] = {}
     for m in messages:
         if m.value is not None:
