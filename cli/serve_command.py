@@ -16,8 +16,9 @@ def _serve(args: argparse.Namespace) -> int:
 
         for warning in [*preflight(config), *held_checkpoints(config)]:
             print(f"meltwater: warning: {warning}", file=sys.stderr)
-        names = ", ".join(p.name for p in config.pipelines)
-        count = len(config.pipelines)
+        names = ", ".join([*(p.name for p in config.pipelines),
+                           *(f"{t.name} (tables {t.pattern})" for t in config.templates)])
+        count = len(config.pipelines) + len(config.templates)
         print(f"{args.config}: ok ({count} pipeline{'' if count == 1 else 's'}: {names})")
         return 0
     return serve(config)

@@ -35,6 +35,11 @@ A service runs pipelines; each reads one table's change stream and writes one si
     key = ["id"]                   # default: the table's identifier fields
     keep-dropped-columns = false   # true: a column dropped in Iceberg stays (unwritten)
 
+A pipeline over many tables gives `tables = "lake.sales.*"` (a catalog namespace and a glob
+of names, or a glob of table directories) instead of `table`, `{table}` in its sink's
+destination, and `discovery-interval` (default 10s): one pipeline per table it names, as
+they come and go (`meltwater.service.discovery`).
+
 Each sink type's keys come from its kind (`meltwater.sinks.kinds`). A mirror pipeline's stream
 runs with `schema-change=fail` (the service restarts it with the new schema; see
 `meltwater.sinks.mirror_stream`); a source option contradicting what the sink's kind needs
@@ -58,6 +63,7 @@ from meltwater.planner.table.table_source import TableSource, parse_table_source
 from meltwater.service.config_model import (
     SPARK_LOG_OFF,
     PipelineConfig,
+    PipelineTemplate,
     ProgressMode,
     ServiceConfig,
     SinkConfig,
@@ -130,11 +136,41 @@ def parse_config(document: Mapping[str, Any], source: str = "<config>") -> Servi
     raw = top.get("pipelines", list, required=True)
     if not raw:
         top.fail("pipelines", "needs at least one [[pipelines]] table")
-    pipelines = [_pipeline(source, index, entry, catalogs) for index, entry in enumerate(raw)]
+    pipelines = [_pipeline(source, index, entry, catalogs) for index, entry in enumerate(raw)
+                 if not (isinstance(entry, Mapping) and "tables" in entry)]
+    templates = [_template(source, index, entry, catalogs) for index, entry in enumerate(raw)
+                 if isinstance(entry, Mapping) and "tables" in entry]
     top.done()
     _unique(source, pipelines)
     return ServiceConfig(tuple(pipelines), host, port, log_format, progress, shutdown,
-                         master, spark_log, conf, source, catalogs)
+                         master, spark_log, conf, source, catalogs, tuple(templates))
+
+
+def _template(source: str, index: int, entry: Mapping[str, Any],
+              catalogs: Mapping[str, Mapping[str, str]]) -> PipelineTemplate:
+    """A pipeline over the tables a pattern names (`PipelineTemplate`), checked by parsing
+    the pipeline of an example table of it as any other."""
+    from meltwater.service.discovery import example_table, expand, table_pattern
+
+    reader = TableReader(source, f"pipelines[{index}]", entry)
+    name = reader.get("name", str, required=True)
+    if not _NAME.match(name):
+        reader.fail("name", f"{name!r}: use letters, digits, '.', '_' and '-' only")
+    pattern = reader.get("tables", str, required=True)
+    if "table" in entry:
+        reader.fail("table", "give table (one table) or tables (a pattern), not both")
+    try:
+        table_pattern(pattern, catalogs)
+    except MeltwaterError as error:
+        reader.fail("tables", str(error))
+    checkpoint = reader.get("checkpoint", str, required=True)
+    interval = duration(reader, "discovery-interval", "10s")
+    rest = {k: v for k, v in entry.items() if k not in ("tables", "discovery-interval")}
+    template = PipelineTemplate(name, pattern, str(Path(checkpoint).expanduser())
+                                if checkpoint.startswith("~") else checkpoint, rest, index,
+                                interval)
+    expand(template, example_table(pattern, catalogs), source, catalogs, _pipeline)
+    return template
 
 
 def _catalogs(reader: TableReader) -> dict[str, dict[str, str]]:
@@ -163,6 +199,12 @@ def _http_address(reader: TableReader, value: str | bool) -> tuple[str | None, i
         reader.fail("http", f"expected HOST:PORT (e.g. 127.0.0.1:9464) or \"off\", "
                             f"got {value!r}")
     return host, int(port_text)
+
+
+def parse_pipeline(source: str, index: int, entry: Any,
+                   catalogs: Mapping[str, Mapping[str, str]]) -> PipelineConfig:
+    """One `[[pipelines]]` table, validated (also each table's of a `tables` pattern)."""
+    return _pipeline(source, index, entry, catalogs)
 
 
 def _pipeline(source: str, index: int, entry: Any,

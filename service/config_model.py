@@ -111,6 +111,21 @@ def catalog_options(source: TableSource) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class PipelineTemplate:
+    """A pipeline over many tables (`tables = "lake.sales.*"`): one pipeline per table the
+    pattern matches, found as they come and go (`meltwater.service.discovery`). `entry` is
+    the configuration's table for it, less `tables`: what each table's pipeline is parsed
+    from, with the table, its name, checkpoint and `{table}` in sink options filled in."""
+
+    name: str
+    pattern: str
+    checkpoint: str
+    entry: dict[str, Any]
+    index: int  # its place in [[pipelines]], for messages
+    discovery_interval_s: float = 10.0
+
+
+@dataclass(frozen=True)
 class ServiceConfig:
     """A `meltwater serve` configuration: its pipelines, status server, logging and Spark."""
 
@@ -125,3 +140,4 @@ class ServiceConfig:
     spark_conf: dict[str, str] = field(default_factory=dict)
     source: str = "<config>"
     catalogs: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    templates: tuple[PipelineTemplate, ...] = ()

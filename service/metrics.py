@@ -76,6 +76,12 @@ class ServiceMetrics:
                               labels, registry=self.registry)
         self.up = Gauge("meltwater_pipeline_up", "1 while the pipeline's query runs",
                         labels, registry=self.registry)
+        self.tables_followed = Gauge("meltwater_tables_followed",
+                                     "Tables a pipeline over many tables follows now",
+                                     labels, registry=self.registry)
+        self.tables_dropped = Counter("meltwater_tables_dropped",
+                                      "Tables gone from a pipeline's pattern, their pipelines "
+                                      "stopped", labels, registry=self.registry)
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format, for `/metrics`."""
@@ -109,6 +115,11 @@ class Health:
             health = self._pipelines.setdefault(name, PipelineHealth())
             for key, value in values.items():
                 setattr(health, key, value)
+
+    def remove(self, name: str) -> None:
+        """Forget a pipeline (its table is gone: it no longer runs, and is not failing)."""
+        with self._lock:
+            self._pipelines.pop(name, None)
 
     def document(self) -> tuple[int, dict[str, Any]]:
         """The HTTP status and JSON body of `/health`: 200 `ok` while every pipeline is

@@ -52,6 +52,7 @@ from meltwater.service.config_model import (
 )
 from meltwater.service.errors import CheckpointInUseError, ConfigError
 from meltwater.service.failures import Action
+from meltwater.service.followed_tables import FollowedTables
 from meltwater.service.logs import LogFormat, fields, setup_logging
 from meltwater.service.metrics import (
     Health,
@@ -246,6 +247,7 @@ class Service:
         self.server: StatusServer | None = None
         self.spark: Any = None
         self.runs: list[PipelineRun] = []
+        self.followed: list[FollowedTables] = []
         self.locks: list[CheckpointLock] = []
         for pipeline in config.pipelines:  # /health: 503 "starting" until each has started
             self.health.update(pipeline.name, state=PipelineState.STARTING)
@@ -288,9 +290,12 @@ class Service:
             for run in self.runs:
                 if not self.stopping.is_set():
                     run.launch()
+            self.followed = [FollowedTables(t, config, self.metrics, self.health)
+                             for t in config.templates]
             if on_ready is not None:
                 on_ready(self)
             while not self.stopping.is_set():
+                self._follow_tables()
                 if self._unusable() or self._all_ended():
                     break
                 for run in self.runs:
@@ -301,6 +306,15 @@ class Service:
             self.shutdown()
         return self._exit_status()
 
+    def _follow_tables(self) -> None:
+        """Start the pipelines of tables the `tables` patterns name now, stop those of tables
+        gone (`meltwater.service.followed_tables`)."""
+        for followed in self.followed:
+            started, stopped = followed.refresh(self.spark, self.config.shutdown_timeout_s)
+            self.runs.extend(started)
+            for run in stopped:
+                self.runs.remove(run)
+
     def _unusable(self) -> bool:
         """Whether a pipeline found the Spark session broken (no query can run in it)."""
         return any(run.failure is not None and run.failure.action is Action.EXIT
@@ -310,7 +324,8 @@ class Service:
         """Whether the service is done by itself: every pipeline is available-now and has
         finished or failed. A long-running pipeline that failed keeps the service up, its
         `/health` 503 saying why, and the others running."""
-        return all(run.config.trigger == Trigger.AVAILABLE_NOW and run.done for run in self.runs)
+        return not self.followed and all(
+            run.config.trigger == Trigger.AVAILABLE_NOW and run.done for run in self.runs)
 
     def _exit_status(self) -> int:
         failed = [run for run in self.runs if run.failure is not None]
@@ -329,6 +344,8 @@ class Service:
         for run in self.runs:
             run.stop(max(0.0, deadline - time.monotonic()))
             run.head.close()
+        for followed in self.followed:
+            followed.close()
         if self.runs:
             self.display.show(self.runs)
         if self.spark is not None:

@@ -62,7 +62,9 @@ def spark_log_path(config: ServiceConfig) -> Path | None:
         return None
     if config.spark_log is not None:
         return Path(config.spark_log).expanduser()
-    checkpoint = local_path(config.pipelines[0].checkpoint)
+    first = config.pipelines[0].checkpoint if config.pipelines else \
+        config.templates[0].checkpoint
+    checkpoint = local_path(first)
     return None if checkpoint is None else checkpoint / SPARK_LOG_NAME
 
 

@@ -124,3 +124,17 @@ def test_an_unreachable_metastore_or_a_missing_table_is_one_line(hms):
         assert len(lines) == 1 and lines[0].startswith("meltwater: "), done.stderr
         assert expected in lines[0], (expected, lines[0])
         assert time.monotonic() - started < 30, args  # bounded, never a hang
+
+
+@pytest.mark.usefixtures("hms")  # the table written
+def test_a_tables_pattern_lists_the_metastores_tables(metastore):
+    """What a pipeline over many tables (`tables = "hms.hms_tests.*"`) follows: the
+    namespace's tables whose names match, asked of the metastore; a namespace it does
+    not have holds none."""
+    from meltwater.service.discovery import matching_tables, table_pattern
+
+    catalogs = {"hms": _properties(metastore)}
+    assert matching_tables(table_pattern(f"hms.{NAMESPACE}.*", catalogs), catalogs) == [TABLE]
+    assert matching_tables(table_pattern(f"hms.{NAMESPACE}.ord*", catalogs), catalogs) == [TABLE]
+    assert matching_tables(table_pattern(f"hms.{NAMESPACE}.x*", catalogs), catalogs) == []
+    assert matching_tables(table_pattern("hms.no_such_namespace.*", catalogs), catalogs) == []

@@ -271,3 +271,27 @@ def _catalog_error(error: Exception, where: str, table: str | None) -> Exception
     if isinstance(error, ValueError):
         return CatalogError(f"{where} is misconfigured ({text})")
     return CatalogError(f"{where}: {kind}: {text}")
+
+
+def list_catalog_tables(catalog: str, namespace: tuple[str, ...],
+                        given: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
+    """The identifiers (namespace levels, then the name) of the tables catalog `catalog`
+    holds in `namespace`: a pipeline over a namespace asks this as it runs. Errors are one
+    line, as `load_catalog_table`'s; a namespace that is not there holds no table."""
+    properties = catalog_properties(catalog, given)
+    name = ".".join((catalog, *namespace))
+    if not properties:
+        raise CatalogError(f"namespace {name}: catalog {catalog!r} is not configured")
+    seconds = _timeout(properties, catalog)
+    uri = properties.get("uri")
+    where = f"namespace {name}: catalog {catalog!r}" + (f" at {redact_url(uri)}" if uri else "")
+    client = _client(catalog, properties, seconds, where)
+    try:
+        found = _bounded(lambda: client.list_tables(namespace), seconds, where)
+    except CatalogError:
+        raise
+    except Exception as error:  # mapped to one line below, cause kept
+        if type(error).__name__ == "NoSuchNamespaceError":
+            return []
+        raise _catalog_error(error, where, None) from error
+    return [tuple(identifier) for identifier in found]
