@@ -25,6 +25,7 @@ registry that does not answer is retried as a broker that does not is
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import struct
@@ -65,12 +66,19 @@ class _Writer:
     parsed: Any
 
     def encode(self, record: Mapping[str, Any] | None) -> bytes:
-        from fastavro import schemaless_writer
-
+        """The record in the Confluent wire format."""
         out = io.BytesIO()
         out.write(_MAGIC + struct.pack(">I", self.schema_id))
-        schemaless_writer(out, self.parsed, record)
+        _fastavro_writer()(out, self.parsed, record)
         return out.getvalue()
+
+
+@functools.cache
+def _fastavro_writer() -> Any:
+    """Fastavro's `schemaless_writer`, imported once (it loads with the first Avro sink)."""
+    from fastavro import schemaless_writer
+
+    return schemaless_writer
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -183,6 +191,10 @@ class AvroRendering:
         self._images = avro_rows(images)
         self._keys = avro_rows(keys)
         self._snapshot_id = snapshot_id
+        # fastavro's tuple notation, (branch name, datum), names a union's branch: without
+        # it fastavro finds the branch by checking the image against the record's schema,
+        # a third of an event's encoding (12 -> 8 us a value, 7 columns)
+        self._image = f"{namespace}.Value"
         self._transactions = transaction_metadata
         self._source = {"table": table_name, "snapshot_id": snapshot_id,
                         "sequence_number": first.get(COMMIT_SEQUENCE_NUMBER),
@@ -195,9 +207,10 @@ class AvroRendering:
 
     def value(self, before: int | None, after: int | None, op: str, order: int) -> bytes:
         """The envelope record, Confluent-framed."""
+        image = self._image  # the union's branch named: fastavro need not find it
         record: dict[str, Any] = {
-            "before": None if before is None else self._images[before],
-            "after": None if after is None else self._images[after],
+            "before": None if before is None else (image, self._images[before]),
+            "after": None if after is None else (image, self._images[after]),
             "source": self._source, "op": op, "ts_ms": self._produced}
         if self._transactions:
             record["transaction"] = {"id": str(self._snapshot_id), "total_order": order,
