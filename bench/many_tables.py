@@ -5,9 +5,10 @@ commits to every table in turn; commit -> mirror latency and what the service ho
 Usage: .venv/bin/python bench/many_tables.py [--tables 20] [--interval 10] [--minutes 3]
 
 The tables are written by pyiceberg (identifier `id`; appends of 20 rows, upserts of 5
-keys and deletes of 3, in turn) through a SQL catalog on a local warehouse, so the
-pattern is a directory glob. Each table gets a commit every --interval seconds, the tables
-staggered evenly over the interval (20 tables every 10 s: two commits a second in all).
+keys and deletes of 3, in turn) through a SQL catalog on SQLite, which the service lists
+and loads them through (`tables = "bench.db.*"`). Each table gets a commit every
+--interval seconds, the tables staggered evenly over the interval (20 tables every 10 s:
+two commits a second in all).
 A commit's latency is from pyiceberg's commit returning to the `applied_at` of the first
 ledger row of its table's pipeline holding its sequence number. Reported: latency median
 and p95 (all commits, and the last minute against the first), the service's peak RSS by
@@ -142,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="meltwater-bench-many-") as scratch:
         work = Path(scratch)
-        catalog = load_catalog("bench", type="sql", uri=f"sqlite:///{work}/catalog.db",
-                               warehouse=(work / "warehouse").as_uri())
+        properties = {"type": "sql", "uri": f"sqlite:///{work}/catalog.db",
+                      "warehouse": (work / "warehouse").as_uri()}
+        catalog = load_catalog("bench", **properties)
         print(f"writing {args.tables} tables with pyiceberg", flush=True)
         writer = Writer(catalog, args.tables)
         database = work / "mirror.db"
@@ -151,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         config = work / "service.toml"
         config.write_text("\n".join([
             "[service]", f'http = "127.0.0.1:{port}"', 'log = "json"', 'progress = "off"',
-            "", "[spark]", 'master = "local[2]"', "",
-            "[[pipelines]]", 'name = "db"',
-            f"tables = {json.dumps(str(work / 'warehouse' / 'db' / '*'))}",
+            "", "[spark]", 'master = "local[2]"', "", "[catalogs.bench]",
+            *(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in properties.items()), "",
+            "[[pipelines]]", 'name = "db"', 'tables = "bench.db.*"',
             f"checkpoint = {json.dumps(str(work / 'checkpoints'))}",
             'discovery-interval = "5s"', "[pipelines.sink]", 'type = "sqlite"',
             f"url = {json.dumps(f'sqlite:///{database}')}", 'table = "{table}"', ""]))

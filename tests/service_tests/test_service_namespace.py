@@ -1,18 +1,17 @@
-"""`meltwater serve` with a pipeline over many tables (`tables = "<warehouse>/db/*"`): each
+"""`meltwater serve` with a pipeline over many tables (`tables = "local.db.*"`): each
 table the pattern names gets its own pipeline and mirror table (`{table}`), a table created
 while the service runs is followed without a restart, and a table dropped stops its own
 pipeline with one log line and `meltwater_tables_dropped`, the others going on and
 /health staying 200.
 
 The tables are written by pyiceberg (`corpus.pyiceberg_writer`: appends, overwrites, a
-delete, an upsert) through a SQL catalog whose warehouse is a local directory, so the
-pattern is a glob of table directories; each mirror must hold the writer's model of the
-table's last step, row for row."""
+delete, an upsert) through a SQL catalog on SQLite, which the service lists and loads them
+through (`[catalogs.local]`); each mirror must hold the writer's model of the table's last
+step, row for row."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import time
 from collections import Counter
@@ -26,12 +25,14 @@ from service_tests.harness import log_records
 DISCOVERY = "1s"
 
 
-def _config(path: Path, warehouse: Path, checkpoints: Path, database: Path, port: int) -> Path:
+def _config(path: Path, catalog: dict[str, str], checkpoints: Path, database: Path,
+            port: int) -> Path:
     path.write_text("\n".join([
         "[service]", f'http = "127.0.0.1:{port}"', 'log = "json"', 'progress = "lines"',
         'shutdown-timeout = "20s"', "", "[spark]", 'master = "local[2]"', "[spark.conf]",
-        '"spark.driver.memory" = "1g"', "",
-        "[[pipelines]]", 'name = "db"', f"tables = {json.dumps(str(warehouse / '*'))}",
+        '"spark.driver.memory" = "1g"', "", "[catalogs.local]",
+        *(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in catalog.items()), "",
+        "[[pipelines]]", 'name = "db"', 'tables = "local.db.*"',
         f"checkpoint = {json.dumps(str(checkpoints))}",
         f'discovery-interval = "{DISCOVERY}"', "[pipelines.sink]", 'type = "sqlite"',
         f"url = {json.dumps(f'sqlite:///{database}')}", 'table = "mirror_{table}"', ""]))
@@ -74,14 +75,13 @@ def test_a_pattern_follows_tables_created_and_dropped_while_the_service_runs(tmp
 
     root = tmp_path / "warehouse"
     root.mkdir()
-    catalog = load_catalog("local", type="sql", uri=f"sqlite:///{tmp_path}/catalog.db",
-                           warehouse=root.as_uri())
+    properties = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db",
+                  "warehouse": root.as_uri()}
+    catalog = load_catalog("local", **properties)
     histories = {name: write_history(catalog, ("db", name)) for name in ("a", "b")}
-    warehouse = root / "db"  # this pyiceberg lays tables out as <warehouse>/<namespace>/<table>
-    assert sorted(p.name for p in warehouse.iterdir()) == ["a", "b"]
     database = tmp_path / "mirror.db"
     port = free_port()
-    config = _config(tmp_path / "service.toml", warehouse, tmp_path / "checkpoints", database,
+    config = _config(tmp_path / "service.toml", properties, tmp_path / "checkpoints", database,
                      port)
     service = serve.start(config, port, tmp_path / "service.log")
     for name, history in histories.items():
@@ -94,7 +94,7 @@ def test_a_pattern_follows_tables_created_and_dropped_while_the_service_runs(tmp
     _until(service, "mirror_c, of a table created while the service runs",
            lambda: _rows(database, "mirror_c") == model)
 
-    shutil.rmtree(warehouse / "b")  # dropped while it runs
+    catalog.drop_table(("db", "b"))  # dropped while it runs
     _until(service, "the dropped table's pipeline stopped", lambda: any(
         r.get("message") == "table gone: its pipeline stopped" and r.get("pipeline") == "db.b"
         for r in log_records(service.log_path.read_text(errors="replace"))))
