@@ -9,9 +9,10 @@ import logging
 import time
 
 import pytest
-from kafka_read import read_topic, unframed
+from kafka_read import decoded, read_topic
 from loopback_ports import free_port
 
+from meltwater.sinks.kafka_avro import RegistryConfig, avro_messages
 from meltwater.sinks.kafka_client import Connection
 from meltwater.sinks.kafka_heartbeat import KafkaHeartbeat
 from meltwater.sinks.message_formats import MessageFormat
@@ -29,10 +30,12 @@ def _until(condition, what: str, timeout: float = 30.0):
 
 @pytest.mark.parametrize("message_format", list(MessageFormat))
 def test_heartbeats_are_debeziums_messages_on_the_prefixs_heartbeat_topic(
-        kafka_broker, message_format):
+        kafka_broker, schema_registry, message_format):
     began = int(time.time() * 1000)
+    avro = avro_messages(message_format, RegistryConfig(schema_registry.url, {}),
+                         "lake.sales.orders")
     heartbeat = KafkaHeartbeat(Connection(kafka_broker.bootstrap, "lake.sales.orders", {}, 10),
-                               0.2, message_format).start()
+                               0.2, message_format, avro=avro).start()
     try:
         assert heartbeat.topic == "__debezium-heartbeat.lake"
         found = _until(lambda: len(read_topic(kafka_broker.bootstrap, heartbeat.topic)) >= 3
@@ -41,14 +44,17 @@ def test_heartbeats_are_debeziums_messages_on_the_prefixs_heartbeat_topic(
         heartbeat.stop()
     assert not heartbeat.running
     ended = int(time.time() * 1000)
-    keys = [unframed(json.loads(m.key)) for m in found]
-    values = [unframed(json.loads(m.value)) for m in found]
+    keys = [decoded(m.key) for m in found]
+    values = [decoded(m.value) for m in found]
     assert keys == [{"serverName": "lake"}] * len(found)
     times = [v["ts_ms"] for v in values]
     assert set(values[0]) == {"ts_ms"} and times == sorted(times)
     assert began <= times[0] and times[-1] <= ended
-    framed = json.loads(found[0].value)
-    assert ("schema" in framed) == (message_format == MessageFormat.JSON_WITH_SCHEMA)
+    if message_format == MessageFormat.AVRO:
+        assert found[0].value[:1] == b"\x00"  # Confluent's wire format
+    else:
+        framed = json.loads(found[0].value)
+        assert ("schema" in framed) == (message_format == MessageFormat.JSON_WITH_SCHEMA)
 
 
 def test_a_broker_that_does_not_answer_is_logged_once_and_the_heartbeat_goes_on(caplog):
