@@ -88,7 +88,7 @@ def _rows(n: int = 400, seed: int = 7) -> pa.Table:
 
 def _json_reference(batch: pa.RecordBatch) -> bytes:
     return "".join(json.dumps(json_safe(row), default=json_default, allow_nan=False) + "\n"
-                   for row in batch.to_pylist()).encode()
+                   for row in batch.to_pylist(maps_as_pydicts="strict")).encode()
 
 
 @pytest.mark.parametrize("seed", [7, 8, 9])

@@ -237,5 +237,6 @@ def fold(messages: list[Message], metadata, at_snapshot: int) -> list[str]:
 
 def truth_rows(snapshot) -> list[str]:
     """What Iceberg Java reads at a corpus snapshot, each row as the events write it."""
+    rows = snapshot.rows().to_pylist(maps_as_pydicts="strict")  # maps as the events write them
     return sorted(json.dumps(json.loads(json.dumps(json_safe(row), default=json_default)),
-                             sort_keys=True) for row in snapshot.rows().to_pylist())
+                             sort_keys=True) for row in rows)
