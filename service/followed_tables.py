@@ -59,9 +59,12 @@ class FollowedTables:
             self._unlisted = True
             return [], []
         self._unlisted = False
-        started = [run for table in tables if table not in self.runs
-                   and table not in self.refused for run in [self._start(spark, table)]
-                   if run is not None]
+        started = []
+        for table in tables:
+            if table not in self.runs and table not in self.refused:
+                run = self._start(spark, table)
+                if run is not None:
+                    started.append(run)
         stopped = [self._stop(table, stop_timeout_s) for table in list(self.runs)
                    if table not in tables]
         for table in [t for t in self.refused if t not in tables]:

@@ -203,6 +203,16 @@ def forget_client(name: str, properties: Mapping[str, str]) -> None:
         _clients.pop((name, tuple(sorted(properties.items()))), None)
 
 
+def _connected(catalog: str, properties: Mapping[str, str], subject: str
+               ) -> tuple[Any, float, str]:
+    """Pyiceberg's client for a catalog, its call bound in seconds, and how its errors name
+    `subject` and the catalog (`table lake.db.t: catalog 'lake' at https://...`)."""
+    seconds = _timeout(properties, catalog)
+    uri = properties.get("uri")
+    where = f"{subject}: catalog {catalog!r}" + (f" at {redact_url(uri)}" if uri else "")
+    return _client(catalog, properties, seconds, where), seconds, where
+
+
 def load_catalog_table(catalog: str, identifier: tuple[str, ...],
                        given: Mapping[str, str] | None = None, *,
                        table_name: str | None = None) -> CatalogTable:
@@ -218,10 +228,7 @@ def load_catalog_table(catalog: str, identifier: tuple[str, ...],
         raise CatalogError(f"table {name}: catalog {catalog!r} is not configured (define it in "
                            f"~/.pyiceberg.yaml or with PYICEBERG_CATALOG__{catalog.upper()}__URI"
                            "=..., or give its properties)")
-    seconds = _timeout(properties, catalog)
-    uri = properties.get("uri")
-    where = f"table {name}: catalog {catalog!r}" + (f" at {redact_url(uri)}" if uri else "")
-    client = _client(catalog, properties, seconds, where)
+    client, seconds, where = _connected(catalog, properties, f"table {name}")
     try:
         loaded = _bounded(lambda: client.load_table(identifier), seconds, where)
     except CatalogError:
@@ -282,10 +289,7 @@ def list_catalog_tables(catalog: str, namespace: tuple[str, ...],
     name = ".".join((catalog, *namespace))
     if not properties:
         raise CatalogError(f"namespace {name}: catalog {catalog!r} is not configured")
-    seconds = _timeout(properties, catalog)
-    uri = properties.get("uri")
-    where = f"namespace {name}: catalog {catalog!r}" + (f" at {redact_url(uri)}" if uri else "")
-    client = _client(catalog, properties, seconds, where)
+    client, seconds, where = _connected(catalog, properties, f"namespace {name}")
     try:
         found = _bounded(lambda: client.list_tables(namespace), seconds, where)
     except CatalogError:
