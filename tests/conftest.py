@@ -223,7 +223,7 @@ def hive_metastore(tmp_path_factory):
 @pytest.fixture
 def schema_registry():
     """A schema registry speaking the Confluent REST API (testbed/schema_registry.py) on a
-    loopback port, for one test; Avro messages `sink_tests.kafka_read` reads are decoded
+    loopback port, for one test; Avro messages `kafka_read` (testbed) reads are decoded
     with its schemas."""
     with SchemaRegistry() as registry:
         yield registry

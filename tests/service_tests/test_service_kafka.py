@@ -4,7 +4,7 @@ commit equals Iceberg Java's read of it, across kill -9 of the service, with no 
 or doubled; an unreachable broker is retried (/health 503 saying why) and then nothing is
 lost or doubled; a topic the sink may not create stops the pipeline in one line.
 
-What a consumer holds is what `sink_tests.kafka_read` reads: `read_committed`, keeping the
+What a consumer holds is what `kafka_read` (testbed) reads: `read_committed`, keeping the
 attempts a committed marker names (Tansu 0.6 shows aborted transactions to read_committed
 consumers; Apache Kafka does not; see README.md, "Kafka").
 """
@@ -16,12 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loopback_ports import free_port
-from service_process import Pipeline, ServiceProcess, write_config
-
-from meltwater.planner.table.table_loading import load_table
-from meltwater.sinks.mirror_stream import ledger_name
-from sink_tests.kafka_read import (
+from kafka_read import (
     check_order,
     confirmed,
     fold,
@@ -29,6 +24,11 @@ from sink_tests.kafka_read import (
     read_topic,
     truth_rows,
 )
+from loopback_ports import free_port
+from service_process import Pipeline, ServiceProcess, write_config
+
+from meltwater.planner.table.table_loading import load_table
+from meltwater.sinks.mirror_stream import ledger_name
 from watch_tests.replay import Replay
 
 WAIT_S = 180

@@ -13,13 +13,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from kafka_read import connect_value
 
 from meltwater.sinks.errors import InvalidChangesError
 from meltwater.sinks.kafka_events import EventOptions, kafka_events
 from meltwater.sinks.message_formats import MessageFormat
 from meltwater.stream.engine.changes.change_columns import METADATA_FIELDS
 from meltwater.stream.engine.decode.arrow_schema import FIELD_ID_KEY
-from sink_tests.kafka_read import connect_value
 
 TS = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 WITH_SCHEMA = EventOptions("lake.sales.orders", ("id",),

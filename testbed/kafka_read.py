@@ -237,6 +237,28 @@ def fold(messages: list[Message], metadata, at_snapshot: int) -> list[str]:
 
 def truth_rows(snapshot) -> list[str]:
     """What Iceberg Java reads at a corpus snapshot, each row as the events write it."""
-    rows = snapshot.rows().to_pylist(maps_as_pydicts="strict")  # maps as the events write them
+    return canonical_rows(snapshot.rows())
+
+
+def canonical_rows(rows: Any) -> list[str]:
+    """Arrow rows (a table read at a snapshot) as the events write them, each as canonical
+    JSON, sorted: what a topic folded to that snapshot must equal."""
+    listed = rows.to_pylist(maps_as_pydicts="strict")  # maps as the events write them
     return sorted(json.dumps(json.loads(json.dumps(json_safe(row), default=json_default)),
-                             sort_keys=True) for row in rows)
+                             sort_keys=True) for row in listed)
+
+
+def folded_images(messages: list[Message]) -> list[str]:
+    """What a consumer folding the topic by key holds after every message: per key, the
+    last event's `after` image, a delete removing it; each as canonical JSON, sorted. For a
+    table whose schema never changed (the soak's), where no image needs reading by field id."""
+    state: dict[str | None, dict] = {}
+    for m in messages:
+        event = m.event
+        if event is None:
+            continue
+        if event["op"] == "d":
+            state.pop(m.key_text, None)
+        else:
+            state[m.key_text] = event["after"]
+    return sorted(json.dumps(row, sort_keys=True) for row in state.values())
