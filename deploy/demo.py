@@ -28,18 +28,10 @@ import argparse
 import re
 import shutil
 import signal
-import sqlite3
 import statistics
 import sys
 import time
-from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "testbed"))
@@ -48,8 +40,8 @@ from loopback_ports import free_port  # noqa: E402
 from service_process import Pipeline, ServiceProcess, write_config  # noqa: E402
 from writer_env import WriterEnvError  # noqa: E402
 
-from live.client import SCHEMA, Commit, LiveWriter, LiveWriterError, truth_table  # noqa: E402
-from meltwater.sinks.ledger import LEDGER_TABLE  # noqa: E402
+from live.client import Commit, LiveWriter, LiveWriterError  # noqa: E402
+from live.mirror import MirrorState, differences, read_mirror, truth_rows  # noqa: E402
 
 PIPELINE = "orders"
 MIRROR_TIMEOUT = 60  # seconds a commit may take to reach the mirror before the demo fails
@@ -75,67 +67,11 @@ def show_service_line(line: str) -> None:
         sys.stdout.flush()
 
 
-@dataclass(frozen=True)
-class MirrorState:
-    """The mirror as one read transaction saw it: the sequence number of the newest commit
-    its ledger says it applied, its rows, and when (epoch seconds, the service's clock) the
-    first batch holding a given commit was applied, if one was."""
-
-    sequence_number: int | None
-    rows: Counter[tuple[Any, ...]]
-    applied_at: float | None
-
-
-def _value(stored: Any, type_: pa.DataType) -> Any:
-    """A value as the SQLite mirror stores it (meltwater.sinks.sql_schema's table) back to
-    the Python value Iceberg Java's read gives: decimals and timestamps are stored as text."""
-    if stored is None:
-        return None
-    if pa.types.is_decimal(type_):
-        return Decimal(stored)
-    if pa.types.is_timestamp(type_):
-        return datetime.fromisoformat(stored)
-    return stored
-
-
-def read_mirror(database: Path, sequence_number: int) -> MirrorState:
-    """The ledger's position and the mirror's rows, read in one transaction, so they agree
-    while the service keeps committing; and when the batch that applied the commit of
-    `sequence_number` was applied."""
-    names = ", ".join(f'"{name}"' for name in SCHEMA.names)
-    connection = sqlite3.connect(database, timeout=30, isolation_level=None)
-    try:
-        connection.execute("BEGIN")
-        try:
-            newest = connection.execute(
-                f"SELECT sequence_number FROM {LEDGER_TABLE} ORDER BY batch_id DESC LIMIT 1"
-            ).fetchone()
-            applied = connection.execute(
-                f"SELECT applied_at FROM {LEDGER_TABLE} WHERE sequence_number >= ? "
-                "ORDER BY batch_id LIMIT 1", (sequence_number,)).fetchone()
-            stored = connection.execute(f'SELECT {names} FROM "{PIPELINE}"').fetchall()
-        except sqlite3.OperationalError:  # the service has not created its tables yet
-            newest, applied, stored = None, None, []
-        connection.execute("COMMIT")
-    finally:
-        connection.close()
-    rows = Counter(tuple(_value(v, f.type) for v, f in zip(row, SCHEMA, strict=True))
-                   for row in stored)
-    applied_at = None if applied is None else _utc(applied[0]).timestamp()
-    return MirrorState(newest[0] if newest else None, rows, applied_at)
-
-
-def _utc(text: str) -> datetime:
-    """The ledger's `applied_at` (ISO-8601 text in SQLite, UTC) as an aware time."""
-    stamp = datetime.fromisoformat(text)
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
-
-
 def wait_for_mirror(database: Path, commit: Commit) -> MirrorState:
     """Poll the mirror until its ledger holds `commit` (or a later one)."""
     deadline = time.monotonic() + MIRROR_TIMEOUT
     while True:
-        state = read_mirror(database, commit.sequence_number)
+        state = read_mirror(database, PIPELINE, commit.sequence_number)
         if state.sequence_number is not None and state.sequence_number >= commit.sequence_number \
                 and state.applied_at is not None:
             return state
@@ -144,20 +80,6 @@ def wait_for_mirror(database: Path, commit: Commit) -> MirrorState:
                             f"{MIRROR_TIMEOUT}s (its ledger holds sequence number "
                             f"{state.sequence_number}, the commit is {commit.sequence_number})")
         time.sleep(0.02)
-
-
-def truth_rows(commit: Commit) -> Counter[tuple[Any, ...]]:
-    """What Iceberg Java read at `commit`'s snapshot, as rows."""
-    table = truth_table(commit)
-    return Counter(tuple(row[name] for name in SCHEMA.names) for row in table.to_pylist())
-
-
-def differences(mirror: Counter[tuple[Any, ...]], truth: Counter[tuple[Any, ...]]) -> str:
-    """A few rows only one side has."""
-    extra = list((mirror - truth).elements())[:3]
-    missing = list((truth - mirror).elements())[:3]
-    return (f"{sum(mirror.values())} rows in the mirror, {sum(truth.values())} in Iceberg "
-            f"Java's read; only in the mirror: {extra}; only in Iceberg Java's read: {missing}")
 
 
 def run(commits: int, work: Path) -> list[float]:
