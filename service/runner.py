@@ -43,13 +43,16 @@ from meltwater.service.checkpoints import (
     holder,
     uncreatable,
 )
+from meltwater.service.config import parse_pipeline
 from meltwater.service.config_model import (
     SPARK_LOG_OFF,
     PipelineConfig,
+    PipelineTemplate,
     ServiceConfig,
     Trigger,
     local_path,
 )
+from meltwater.service.discovery import expand, matching_tables, table_pattern
 from meltwater.service.errors import CheckpointInUseError, ConfigError
 from meltwater.service.failures import Action
 from meltwater.service.followed_tables import FollowedTables
@@ -91,26 +94,9 @@ def preflight(config: ServiceConfig) -> list[str]:
         if warning is not None:
             warnings.append(f"{where}: {warning}")
     for index, pipeline in enumerate(config.pipelines):
-        where = f"{config.source}: pipelines[{index}]"
-        try:
-            table = load_table(pipeline.table_source)
-        except MeltwaterError as error:
-            raise ConfigError(f"{where}.table: {error}") from None
-        checkpoint = local_path(pipeline.checkpoint)
-        if checkpoint is not None:
-            problem = uncreatable(checkpoint)
-            if problem is not None:
-                raise ConfigError(f"{where}.checkpoint: {problem}")
-            if not has_offsets(checkpoint):
-                _check_start(pipeline, table, f"{where}.options")
-        check = sink_kind(pipeline.sink.type).check
-        if check is not None:
-            try:
-                check(pipeline.sink.options, pipeline.sink_placement)
-            except (MissingKeyColumnsError, InvalidKeyColumnError) as error:
-                raise ConfigError(f"{where}.sink.key: {error}") from None
-            except MeltwaterError as error:
-                raise ConfigError(f"{where}.sink: {error}") from None
+        _check_pipeline(pipeline, f"{config.source}: pipelines[{index}]")
+    for template in config.templates:
+        _check_template(config, template)
     log_path = spark_log_path(config)
     if config.spark_log not in (None, SPARK_LOG_OFF) and log_path is not None:
         problem = uncreatable(log_path.parent)
@@ -119,6 +105,47 @@ def preflight(config: ServiceConfig) -> list[str]:
         if problem is not None:
             raise ConfigError(f"{config.source}: service.spark-log: {problem}")
     return warnings
+
+
+def _check_pipeline(pipeline: PipelineConfig, where: str) -> None:
+    """A pipeline's table, checkpoint, start and sink, as far as they can be known without
+    running: ConfigError naming `where` and the key."""
+    try:
+        table = load_table(pipeline.table_source)
+    except MeltwaterError as error:
+        raise ConfigError(f"{where}.table: {error}") from None
+    checkpoint = local_path(pipeline.checkpoint)
+    if checkpoint is not None:
+        problem = uncreatable(checkpoint)
+        if problem is not None:
+            raise ConfigError(f"{where}.checkpoint: {problem}")
+        if not has_offsets(checkpoint):
+            _check_start(pipeline, table, f"{where}.options")
+    check = sink_kind(pipeline.sink.type).check
+    if check is not None:
+        try:
+            check(pipeline.sink.options, pipeline.sink_placement)
+        except (MissingKeyColumnsError, InvalidKeyColumnError) as error:
+            raise ConfigError(f"{where}.sink.key: {error}") from None
+        except MeltwaterError as error:
+            raise ConfigError(f"{where}.sink: {error}") from None
+
+
+def _check_template(config: ServiceConfig, template: PipelineTemplate) -> None:
+    """A `tables` pattern's pipeline, checked as `_check_pipeline` checks one, for the first
+    table the pattern names now: every table's sink has the template's options, so a sink
+    that cannot work (an Avro topic with no schema registry) is refused before any table's
+    pipeline starts. A pattern naming no table yet has nothing to check against; one that
+    cannot be listed is refused, as a table that cannot be loaded is."""
+    where = f"{config.source}: pipelines[{template.index}]"
+    try:
+        tables = matching_tables(table_pattern(template.pattern, config.catalogs),
+                                 config.catalogs)
+    except MeltwaterError as error:
+        raise ConfigError(f"{where}.tables: {error}") from None
+    if tables:
+        pipeline = expand(template, tables[0], config.source, config.catalogs, parse_pipeline)
+        _check_pipeline(pipeline, f"{where} (table {tables[0]})")
 
 
 def unstarted_master(config: ServiceConfig) -> str | None:

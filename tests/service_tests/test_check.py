@@ -276,3 +276,58 @@ def test_a_jvm_that_cannot_start_is_one_line_naming_its_reason(tmp_path, corpus)
         "meltwater: Spark's JVM exited while starting: Invalid maximum heap size: -Xmxlots "
         f"(its output: {tmp_path / 'chk' / 'spark.log'})")
     assert "Traceback" not in result.stderr
+
+
+def test_a_pattern_s_sink_is_checked_against_a_table_it_names(tmp_path):
+    """`tables = "local.db.*"`: --check expands the template for the first table the pattern
+    names and checks that pipeline as any other (here an Avro topic with no schema
+    registry, which every table's pipeline would fail on); a pattern naming no table yet
+    passes, and one whose catalog cannot be listed is refused, naming `tables`."""
+    from pyiceberg.catalog import load_catalog
+
+    from corpus.pyiceberg_writer import write_history
+
+    root = tmp_path / "warehouse"
+    root.mkdir()
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db",
+               "warehouse": root.as_uri()}
+    write_history(load_catalog("local", **catalog), ("db", "orders"))
+
+    def config(name: str, tables: str, sink: str, uri: str = catalog["uri"]) -> Path:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f"""
+[service]
+http = "off"
+[catalogs.local]
+type = "sql"
+uri = "{uri}"
+warehouse = "{catalog['warehouse']}"
+[[pipelines]]
+name = "db"
+tables = "{tables}"
+checkpoint = "{tmp_path}/chk"
+[pipelines.sink]
+{sink}
+""")
+        return path
+
+    avro = ('type = "kafka"\nbootstrap-servers = "127.0.0.1:1"\ntopic = "lake.{table}"\n'
+            'format = "avro"')
+    refused = run_serve(config("avro", "local.db.*", avro), "--check")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pipelines[0] (table local.db.orders).sink: " in lines[0] \
+        and "schema-registry-url" in lines[0], refused.stderr
+
+    sqlite = f'type = "sqlite"\nurl = "sqlite:///{tmp_path}/m.db"\ntable = "{{table}}"'
+    for tables in ("local.db.*", "local.db.none_yet_*"):
+        passed = run_serve(config("sqlite", tables, sqlite), "--check")
+        assert passed.returncode == 0, passed.stderr
+        assert f"ok (1 pipeline: db (tables {tables}))" in passed.stdout
+    assert not (tmp_path / "m.db").exists() and not (tmp_path / "chk").exists()
+
+    unlisted = run_serve(config("down", "local.db.*", sqlite,
+                                uri=f"sqlite:///{tmp_path}/no/such/dir/catalog.db"), "--check")
+    assert unlisted.returncode == 2, unlisted.stdout + unlisted.stderr
+    assert unlisted.stderr.count("\n") == 1 and "pipelines[0].tables: " in unlisted.stderr, \
+        unlisted.stderr
