@@ -55,6 +55,15 @@ class CorruptMetadataError(MeltwaterError):
     """A metadata, manifest list or manifest file cannot be parsed."""
 
 
+class MetadataInFlightError(CorruptMetadataError):
+    """The newest metadata file of a table named by its location, in a catalog's
+    `<NNNNN>-<uuid>.metadata.json` naming, does not parse: a catalog writes that file in
+    place, so it may still be being written. Retryable: read again, it is most likely whole
+    (a file that stays broken keeps failing, and says so each time)."""
+
+    retryable = True
+
+
 class UnsupportedFeatureError(MeltwaterError):
     """The table uses something meltwater does not read (yet); never silently skipped."""
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from meltwater.planner.errors import (
     CorruptMetadataError,
+    MetadataInFlightError,
     NoSuchFileError,
     NoSuchSnapshotError,
     NoSuchTableError,
@@ -200,6 +201,23 @@ def locate_table(source: TableSource, io: FileIO | None = None) -> LocatedTable:
     return LocatedTable(find_metadata_location(source.location, io), io)
 
 
+def _read_located(located: LocatedTable, pinned: bool) -> TableMetadata:
+    """`read_metadata` of a located table. The newest of a directory's catalog-named
+    metadata files (`<NNNNN>-<uuid>`, written in place, no rename) that does not parse may
+    be one its catalog is still writing: MetadataInFlightError, which a service retries;
+    a file a catalog or the caller named (`pinned`) is read as it is."""
+    try:
+        return read_metadata(located.metadata_location, located.io)
+    except CorruptMetadataError as error:
+        name = located.metadata_location.rsplit("/", 1)[-1]
+        if pinned or name.startswith("v") or metadata_file_version(name) is None:
+            raise
+        raise MetadataInFlightError(
+            f"{error}; the newest metadata file of a table read by its location may still "
+            "be being written by its catalog: try again, or name the table through its "
+            "catalog") from error
+
+
 def load_table(table: str | TableSource, io: FileIO | None = None, *,
                metadata_location: str | None = None) -> Table:
     """Load a table named by location (a directory or a `*.metadata.json` file, any
@@ -217,7 +235,9 @@ def load_table(table: str | TableSource, io: FileIO | None = None, *,
             located = locate_table(source, io)
         if metadata_location is not None:
             located = LocatedTable(metadata_location, located.io)
-        metadata = read_metadata(located.metadata_location, located.io)
+        named = (source.identifier is not None or metadata_location is not None
+                 or str(source.location).endswith(".json"))
+        metadata = _read_located(located, pinned=named)
     except StorageError as error:
         if source.identifier is None:
             raise

@@ -13,7 +13,12 @@ import pkgutil
 import meltwater.planner
 import meltwater.sinks
 import meltwater.stream
-from meltwater.planner.errors import CatalogError, MeltwaterError, StorageError
+from meltwater.planner.errors import (
+    CatalogError,
+    MeltwaterError,
+    MetadataInFlightError,
+    StorageError,
+)
 from meltwater.service.config import parse_config
 from meltwater.service.failures import Action, classify
 from meltwater.service.metrics import Health, ServiceMetrics
@@ -190,7 +195,8 @@ def test_which_errors_may_heal_is_said_by_the_error_classes():
     assert len(errors) > 25
     actions = {cls.__name__: classify(cls("x")).action for cls in errors}
     assert {n for n, a in actions.items() if a is Action.RETRY} == {
-        CatalogError.__name__, StorageError.__name__, SinkUnavailableError.__name__}
+        CatalogError.__name__, StorageError.__name__, SinkUnavailableError.__name__,
+        MetadataInFlightError.__name__}
     assert {n for n, a in actions.items() if a is Action.RESTART} == {
         SchemaChangedError.__name__}
     # and the same when only Spark's text names them

@@ -148,3 +148,28 @@ def test_bad_tables_fail_with_one_clear_line(tmp_path, corpus):
     (bad / "metadata" / "v3.metadata.json").write_text(json.dumps(source))
     with pytest.raises(CorruptMetadataError, match="missing required field 'location'"):
         load_table(str(bad))
+
+
+def test_a_half_written_catalog_named_newest_file_is_retryable(corpus, tmp_path):
+    """A catalog writes `<NNNNN>-<uuid>.metadata.json` in place: read by the table's
+    location, a newest such file that does not parse may still be being written, so the
+    error is MetadataInFlightError, which the service retries; once whole it is read. The
+    same file named by the caller is read as it is: a plain CorruptMetadataError."""
+    from meltwater.planner.errors import CorruptMetadataError, MetadataInFlightError
+
+    source = Path(corpus.scenarios["format_v1"].location) / "metadata"
+    newest = sorted(source.glob("v*.metadata.json"),
+                    key=lambda p: int(p.name[1:].split(".")[0]))[-1]
+    metadata = tmp_path / "t" / "metadata"
+    metadata.mkdir(parents=True)
+    shutil.copy(newest, metadata / "00001-1b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9.metadata.json")
+    writing = metadata / "00002-2b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9.metadata.json"
+    writing.write_text(newest.read_text()[:150])
+    with pytest.raises(MetadataInFlightError, match="may still be being written") as raised:
+        load_table(str(tmp_path / "t"))
+    assert raised.value.retryable and "00002-" in str(raised.value)
+    with pytest.raises(CorruptMetadataError) as named:
+        load_table(str(writing))
+    assert not isinstance(named.value, MetadataInFlightError)
+    writing.write_text(newest.read_text())
+    assert load_table(str(tmp_path / "t")).metadata_location == str(writing)
