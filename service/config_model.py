@@ -78,6 +78,11 @@ class PipelineConfig:
         return self.source or parse_table_source(self.table)
 
     @property
+    def branch(self) -> str | None:
+        """The branch the pipeline follows (option `branch`; None: main)."""
+        return next((v for k, v in self.options.items() if k.lower() == "branch"), None) or None
+
+    @property
     def sink_placement(self) -> SinkPlacement:
         """The names a sink may need to place its state (pipeline, table, checkpoint), and
         the options of its stream."""

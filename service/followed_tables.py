@@ -88,7 +88,7 @@ class FollowedTables:
                 pipeline=self.template.name, table=table, error=str(error)))
             return None
         run = PipelineRun(spark, config, self.metrics, self.health,
-                          TableHead(config.table_source).start())
+                          TableHead(config.table_source, branch=config.branch).start())
         self.health.update(config.name, state=PipelineState.STARTING)
         log.info("table found: pipeline started", extra=fields(
             pipeline=config.name, table=table))

@@ -313,7 +313,8 @@ class Service:
                                  json_lines=config.log_format == LogFormat.JSON)
             self.spark = spark_session(config, output)
             self.runs = [PipelineRun(self.spark, p, self.metrics, self.health,
-                                     TableHead(p.table_source).start()) for p in config.pipelines]
+                                     TableHead(p.table_source, branch=p.branch).start())
+                         for p in config.pipelines]
             for run in self.runs:
                 if not self.stopping.is_set():
                     run.launch()

@@ -32,8 +32,10 @@ class TableHead:
     """A table's current metadata, as its watcher (or, for a catalog table, the last
     `know` that had to ask) last read it."""
 
-    def __init__(self, table: str | TableSource, io: FileIO | None = None) -> None:
+    def __init__(self, table: str | TableSource, io: FileIO | None = None, *,
+                 branch: str | None = None) -> None:
         self.source = table if isinstance(table, TableSource) else parse_table_source(table)
+        self.branch = branch  # the branch the pipeline follows (None: main)
         self.location = str(self.source)
         self.watcher = None if self.source.is_catalog_table else SnapshotWatcher(
             self.source, io=io, queue_size=0)  # state only, no events
@@ -71,11 +73,16 @@ class TableHead:
             log.warning("table %s: cannot refresh its head (%s)", self.location, error)
 
     def pending(self, reached: int | None) -> list[Snapshot]:
-        """Snapshots of the current lineage after `reached`, oldest first."""
+        """Snapshots of the followed branch's lineage after `reached`, oldest first (none
+        while the branch does not exist)."""
         metadata = self.metadata()
-        if metadata is None or metadata.current_snapshot_id is None:
+        try:
+            head = None if metadata is None else metadata.branch_head(self.branch)
+        except MeltwaterError:
             return []
-        lineage = metadata.ancestors(metadata.current_snapshot_id)
+        if metadata is None or head is None:
+            return []
+        lineage = metadata.ancestors(head.snapshot_id)
         after = []
         for snapshot in lineage:
             if snapshot.snapshot_id == reached:

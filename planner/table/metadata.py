@@ -133,6 +133,19 @@ class TableMetadata:
                                    f"(refs: {known})")
         return self.snapshot(ref.snapshot_id)
 
+    def branch_head(self, branch: str | None) -> Snapshot | None:
+        """The snapshot a branch points at (`main` when None): what a stream following it
+        reads up to. None for an empty table's main; NoSuchSnapshotError for a branch the
+        table does not have, and for a tag, which names one snapshot and never moves."""
+        if branch is None or branch == "main":
+            return self.current_snapshot
+        ref = self.refs.get(branch)
+        if ref is not None and ref.type != "branch":
+            raise NoSuchSnapshotError(f"{branch!r} is a tag of table {self.location}, not a "
+                                      "branch: a tag never moves, so there is no stream of "
+                                      "it to follow (read it with a batch read)")
+        return self.snapshot_for_ref(branch)
+
     def snapshot_as_of(self, timestamp_ms: int) -> Snapshot:
         """The main branch's snapshot current at a time, from the snapshot log (as Iceberg)."""
         found = None

@@ -333,6 +333,10 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
     stream stops and asks to be restarted. `split-size` (bytes) is how much one Spark task
     of a micro-batch reads (default: the table's `read.split.target-size`).
 
+    `branch`: the branch the stream follows (default `main`): its commits in order, as
+    main's are followed (a branch fast-forwarded, reset or rolled back is followed as a
+    rolled-back main is).
+
     `watch-wait-ms` (default 0): when no commit is new, `latestOffset` waits up to this
     long for the table's watcher to see one and returns as soon as it does, so a
     `processingTime="0 seconds"` trigger starts a micro-batch the moment a commit lands
@@ -348,6 +352,7 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
         raise OptionError("net-changes is a batch option: a stream emits each commit's "
                           "changes; read a range with spark.read to get its net changes")
     starting, start = _stream_start(lowered)
+    branch = _stream_branch(lowered, start)
     text = lowered.get("schema-change")
     mode = (SchemaChange.PROJECT if text is None
             else _mode(SchemaChange, "schema-change", text, text.lower()))
@@ -368,7 +373,25 @@ def stream_read(options: Mapping[str, str]) -> StreamRead:
         watch_wait_ms=_not_negative(_int(lowered, "watch-wait-ms"), "watch-wait-ms"),
         rows=rows,
         key_index_dir=key_index_dir(options),
+        branch=branch,
     )
+
+
+def _stream_branch(lowered: dict[str, str], start: RangeBound | None) -> str | None:
+    """Option `branch`: the branch a stream follows (default main). A tag never moves, so
+    it has no stream; a start by time would be found along main's history, not the
+    branch's, so a branch's stream starts by snapshot id (or earliest/latest)."""
+    if "tag" in lowered:
+        raise OptionError("option tag: a tag names one snapshot and never moves; a stream "
+                          "follows a branch (option branch), a tag is read with spark.read")
+    branch = lowered.get("branch") or None
+    if branch in (None, "main"):
+        return None
+    if start is not None and start.kind is not BoundKind.SNAPSHOT:
+        raise OptionError(f"option {start.option}: a stream of branch {branch!r} starts by "
+                          "snapshot id (start-snapshot-id, startingVersion), earliest or "
+                          "latest; a time is looked up along main's history")
+    return branch
 
 
 def key_index_dir(options: Mapping[str, str]) -> str | None:
@@ -398,7 +421,7 @@ STREAM_OPTION_NAMES = ("starting", "start-snapshot-id", "stream-from-timestamp",
                        "streaming-max-rows-per-micro-batch",
                        "streaming-max-bytes-per-micro-batch", "maxBytesPerTrigger",
                        "skip-expired-snapshots", "schema-change", "split-size",
-                       "watch-wait-ms", "key-index-dir", *ROW_OPTION_NAMES)
+                       "watch-wait-ms", "key-index-dir", "branch", *ROW_OPTION_NAMES)
 BATCH_OPTION_NAMES = ("snapshot-id", "versionAsOf", "as-of-timestamp", "timestampAsOf",
                       "branch", "tag", "start-snapshot-id", "start-sequence-number",
                       "start-timestamp", "startingVersion", "startingTimestamp",

@@ -66,6 +66,7 @@ class StreamRead:
     watch_wait_ms: int = 0  # latestOffset waits this long for a commit when nothing is new
     rows: RowOptions = field(default_factory=RowOptions)  # net changes: batch reads only
     key_index_dir: str | None = None  # where executors keep the table's key index
+    branch: str | None = None  # the branch followed; None: main
 
 
 class ChangeStream:
@@ -81,7 +82,7 @@ class ChangeStream:
                  io: FileIO | None = None, watch: bool = True) -> None:
         self.read = read
         self.columns = tuple(columns)
-        self._watched = WatchedTable(read.source, io, watch=watch)
+        self._watched = WatchedTable(read.source, io, watch=watch, branch=read.branch)
         self._schema: StreamSchema | None = None
         self._plans = PlanCache()
         self._lineage = StreamLineage(read.source, self._plans, skip_expired=read.skip_expired)
@@ -165,7 +166,7 @@ class ChangeStream:
         table = self.load()
         metadata = table.metadata
         read = self.read
-        current = metadata.current_snapshot
+        current = metadata.branch_head(read.branch)
         start: int | None
         if read.start is not None:
             start = resolve_start(table, read.start, skip_expired=read.skip_expired)
@@ -213,7 +214,8 @@ class ChangeStream:
     def _latest_offset(self, start: StreamOffset, budget: Budget) -> StreamOffset:
         table = self.load()
         metadata = table.metadata
-        target = self.target if self.pinned else metadata.current_snapshot_id
+        head = metadata.branch_head(self.read.branch)
+        target = self.target if self.pinned else (None if head is None else head.snapshot_id)
         if target is None or (start.complete and start.snapshot_id == target):
             return start
         fail = self.read.schema_change == SchemaChange.FAIL
@@ -228,7 +230,7 @@ class ChangeStream:
         if last is None:
             return None
         table = self.load()
-        current = table.metadata.current_snapshot
+        current = table.metadata.branch_head(self.read.branch)
         if current is None or (last.complete and last.snapshot_id == current.snapshot_id):
             return last
         segments = self._lineage.segments(table, last, current.snapshot_id)

@@ -34,8 +34,9 @@ class WatchedTable:
     watching it; a metadata file is never watched (it never changes)."""
 
     def __init__(self, source: TableSource, io: FileIO | None = None, *,
-                 watch: bool = True) -> None:
+                 watch: bool = True, branch: str | None = None) -> None:
         self.source = source
+        self.branch = branch  # what `pin` stops at the head of (None: main)
         self.io = io or PyArrowFileIO(source.io_properties)
         self.watch = watch and not (source.location or "").endswith(".json")
         self._watcher: SnapshotWatcher | None = None
@@ -124,5 +125,6 @@ class WatchedTable:
         keeps the metadata it pinned: the snapshots up to the target never change."""
         self.watch = False
         self.close()
-        self.target = self.load().metadata.current_snapshot_id
+        head = self.load().metadata.branch_head(self.branch)
+        self.target = None if head is None else head.snapshot_id
         self.pinned = True
