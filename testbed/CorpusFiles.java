@@ -19,6 +19,7 @@ import org.apache.iceberg.data.GenericAppenderFactory;
 import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.InternalRecordWrapper;
 import org.apache.iceberg.data.Record;
+import org.apache.iceberg.deletes.BaseDVFileWriter;
 import org.apache.iceberg.deletes.EqualityDeleteWriter;
 import org.apache.iceberg.deletes.PositionDelete;
 import org.apache.iceberg.deletes.PositionDeleteWriter;
@@ -130,6 +131,35 @@ public final class CorpusFiles {
       writer.close();
     }
     return writer.toDeleteFile();
+  }
+
+  /**
+   * Deletion vectors (format v3) of the positions {@code deletes} name ({@code file_path},
+   * {@code pos}), all of data files in the partition of {@code partitionRow} under spec {@code
+   * specId}: one DV per data file, all in one Puffin file, as Iceberg's own writers make them.
+   * The data files must have no DV yet (the corpus never merges one into an existing DV).
+   */
+  public static List<DeleteFile> writeDeletionVectors(
+      Table table, int specId, Map<String, Object> partitionRow, List<Map<String, Object>> deletes)
+      throws Exception {
+    Schema schema = table.schema();
+    PartitionSpec spec = table.specs().get(specId);
+    StructLike partition =
+        spec.isUnpartitioned()
+            ? null
+            : partitionOf(spec, schema, toRecords(schema, List.of(partitionRow)).get(0));
+    OutputFileFactory files =
+        OutputFileFactory.builderFor(table, 1, ++taskId).format(FileFormat.PUFFIN).build();
+    BaseDVFileWriter writer = new BaseDVFileWriter(files, path -> null);
+    try {
+      for (Map<String, Object> entry : deletes) {
+        long pos = ((Number) entry.get("pos")).longValue();
+        writer.delete((String) entry.get("file_path"), pos, spec, partition);
+      }
+    } finally {
+      writer.close();
+    }
+    return writer.result().deleteFiles();
   }
 
   private static java.util.Set<Integer> toSet(int[] ids) {

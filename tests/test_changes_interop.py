@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 import meltwater.stream
+from corpus import WRITERS_2026
 from corpus.compare import (
     META,
     REMOVES,
@@ -31,7 +32,8 @@ from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages",
+       *WRITERS_2026]
 def _check_range(scenario, table, start_id, end_id, **options) -> pa.Table:
     changes = meltwater.stream.changes(table, from_snapshot_id=start_id,
                                        to_snapshot_id=end_id, **options).read_all()

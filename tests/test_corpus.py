@@ -13,13 +13,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
 
 ROW_FIELD_ID = 2147483544  # the spec's id of the `row` column in position delete files
 SCENARIOS = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
              "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution",
-             "small_pages"]
+             "small_pages", *WRITERS_2026]
 
 
 def test_every_scenario_was_generated(corpus):
@@ -143,10 +144,42 @@ def test_random_mix_covers_the_rich_schema(corpus):
 
 @pytest.mark.parametrize("name", ["mor_partitioned", "equality_deletes", "equality_global",
                                   "position_deletes_with_rows", "evolution",
-                                  "v3_deletion_vectors"])
+                                  "v3_deletion_vectors", *WRITERS_2026])
 def test_iceberg_changelog_scan_refuses_delete_files(corpus, name):
     verdict = corpus.scenarios[name].record["iceberg_changelog"]
     assert verdict.startswith("refused: Delete files are currently not supported"), verdict
+
+
+def test_the_2026_shapes_are_what_their_scenarios_say(corpus):
+    """Staged upserts: equality deletes on a staging branch, converted onto main with DVs
+    (v3) or position deletes (v2), and a same-branch conversion that removes equality
+    delete files; mixed RowDeltas: one commit adding data, deletes by position and by key;
+    write-audit-publish: commits on a branch, main fast-forwarded, a cherry-pick, a
+    rollback (a snapshot main no longer reaches)."""
+    for name, kind in (("staged_upserts", "dv"), ("staged_upserts_v2", "position")):
+        scenario = corpus.scenarios[name]
+        staged = [s for s in scenario.snapshots if "on staging" in s.label]
+        assert len(staged) == 3 and all(s.added_delete_files["equality"] == 1 for s in staged)
+        same = next(s for s in scenario.snapshots if s.label.startswith("same-branch"))
+        assert same.added_delete_files[kind] >= 1 and same.added_data_files == 0
+        assert int(same.summary.get("removed-equality-delete-files", 0)) == 1, same.summary
+        assert set(scenario.record["refs"]) == {"main", "staging"}
+    for name, kind in (("mixed_row_deltas", "position"), ("mixed_row_deltas_v3", "dv")):
+        mixed = [s for s in corpus.scenarios[name].snapshots
+                 if s.added_delete_files["equality"] and s.added_delete_files[kind]]
+        assert len(mixed) == 4 and sum(s.added_data_files > 0 for s in mixed) == 3
+    scenario = corpus.scenarios["write_audit_publish"]
+    assert scenario.record["refs"]["audit"]["type"] == "branch"
+    main = set()
+    current = scenario.record["current_snapshot_id"]
+    by_id = {s.snapshot_id: s for s in scenario.snapshots}
+    while current is not None:
+        main.add(current)
+        current = by_id[current].parent_id
+    off_main = [s.label for s in scenario.snapshots if s.snapshot_id not in main]
+    assert "MOR delete on main, then rolled back" in off_main
+    assert "append ids 16..18 on audit" in off_main  # cherry-picked: main has a copy
+    assert any(s.label == "audit's append cherry-picked onto main" for s in scenario.snapshots)
 
 
 def test_iceberg_changelog_scan_refuses_the_rich_schema(corpus):

@@ -35,6 +35,7 @@ from http_counter import CountingProxy
 from writer_env import cache_root
 
 import meltwater.stream
+from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
 from corpus.loader import Corpus, Scenario
 from corpus.s3_store import stored_objects
@@ -42,7 +43,8 @@ from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages",
+       *WRITERS_2026]
 
 # What pyiceberg 0.12 refuses to read, by scenario: the ValueError it raises at the snapshots
 # that need it. Every other snapshot of these scenarios, and every snapshot of the rest, it

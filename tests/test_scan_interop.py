@@ -18,12 +18,14 @@ import pyarrow as pa
 import pytest
 
 import meltwater.stream
+from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
 from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages",
+       *WRITERS_2026]
 
 
 @pytest.mark.parametrize("name", ALL)

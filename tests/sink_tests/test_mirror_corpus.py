@@ -30,7 +30,9 @@ SCENARIOS = {
     "mor_partitioned": "id", "cow_partitioned": "id", "equality_deletes": None,
     "equality_global": "id", "position_deletes_with_rows": "id", "maintenance": "id",
     "evolution": "id", "format_v1": "id", "v3_deletion_vectors": "id", "random_mix": "id",
-    "file_formats": "id", "column_evolution": None,
+    "file_formats": "id", "column_evolution": None, "staged_upserts": "id",
+    "staged_upserts_v2": "id", "mixed_row_deltas": "id", "mixed_row_deltas_v3": "id",
+    "write_audit_publish": "id",
 }
 
 

@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 )
 
 import meltwater.stream
+from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
 from meltwater.planner.spec.types import (
     DOUBLE,
@@ -52,7 +53,7 @@ from meltwater.stream.spark.source import MeltwaterDataSource, change_schema_for
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution"]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", *WRITERS_2026]
 UTC = dt.timezone.utc
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
-from corpus.compare import _canonical
+from corpus import WRITERS_2026
 from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
 from meltwater.planner.changes.commit_units import commit_units, is_one_way
 from meltwater.planner.changes.incremental import IncrementalPlanner
@@ -33,16 +33,15 @@ from meltwater.planner.spec.partitioning import PartitionField, PartitionSpec
 from meltwater.planner.table.fileio import PyArrowFileIO
 from meltwater.planner.table.table_loading import load_table
 from meltwater.stream.engine.changes import held_changes
-from meltwater.stream.engine.changes.change_schema import LINEAGE_COLUMNS, METADATA_COLUMNS
+from meltwater.stream.engine.changes.change_schema import METADATA_COLUMNS
 from meltwater.stream.engine.changes.held_changes import read_parts
-from meltwater.stream.spark.options import stream_read
-from meltwater.stream.watch.change_stream import ChangeStream
 from meltwater.stream.watch.stream_offsets import StreamOffset
+from watch_tests.stream_feed import Feed, rows_of, stream_of
 
 SCENARIOS = ("mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
              "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution",
-             "small_pages")
+             "small_pages", *WRITERS_2026)
 PAIRING = {"compute-updates": "true", "identifier-columns": "id"}
 # (scenario, mode): plain, pairing by `id`, and pairing by the table's own keys where it
 # has them (identifier fields; v3 row lineage).
@@ -52,67 +51,6 @@ CASES = ([(name, "plain") for name in SCENARIOS] + [(name, "pairs") for name in 
 MODES = {"plain": {}, "pairs": PAIRING, "own-keys": {"compute-updates": "true"}}
 BUDGETS = [Budget(**{f"max_{kind}": limit}) for kind in ("files", "rows", "bytes")
            for limit in (1, 2, 3, 7)]
-
-
-def _stream(location: str, options: dict[str, str]) -> ChangeStream:
-    read = stream_read({"path": location, "starting": "earliest", **options})
-    metadata = load_table(location).metadata
-    columns = [f.name for f in metadata.schema.fields]
-    if metadata.format_version >= 3:
-        columns += list(LINEAGE_COLUMNS)
-    return ChangeStream(read, columns + list(METADATA_COLUMNS), watch=False)
-
-
-def _rows(batches) -> Counter:
-    """Rows as a multiset of canonical (column, value) tuples: commits of different
-    schemas compare without a common one."""
-    rows: Counter = Counter()
-    for batch in batches:
-        for row in batch.to_pylist():
-            rows[tuple(sorted((k, _canonical(v)) for k, v in row.items()))] += 1
-    return rows
-
-
-def _json(offset: StreamOffset) -> StreamOffset:
-    """Through JSON, as Spark's offset log stores it."""
-    return StreamOffset.from_json(json.loads(json.dumps(offset.to_json())))
-
-
-class _Feed:
-    """Drains a stream under a budget, reading each micro-batch once across budgets."""
-
-    def __init__(self, location: str, options: dict[str, str]) -> None:
-        self.location = location
-        self.options = options
-        self.io = PyArrowFileIO()
-        self.read_cache: dict[tuple, Counter] = {}
-
-    def batches(self, budget: Budget) -> list[tuple[StreamOffset, StreamOffset, list]]:
-        stream = _stream(self.location, self.options)
-        start = _json(stream.initial_offset())
-        found = []
-        for _ in range(1000):
-            end = _json(stream.latest_offset(start, budget))
-            if end == start:
-                return found
-            found.append((start, end, stream.parts(start, end)))
-            stream.forget(end)
-            start = end
-        raise AssertionError("the stream did not settle")
-
-    def rows(self, budget: Budget) -> tuple[Counter, int]:
-        """The union of the micro-batches' rows, and how many micro-batches there were."""
-        stream = _stream(self.location, self.options)
-        total: Counter = Counter()
-        batches = self.batches(budget)
-        for start, end, parts in batches:
-            key = (json.dumps(start.to_json()), json.dumps(end.to_json()))
-            if key not in self.read_cache:
-                groups = pack_parts(parts, stream.split_target())
-                self.read_cache[key] = _rows(
-                    b for group in groups for b in read_parts(group, self.io, stream.options))
-            total += self.read_cache[key]
-        return total, len(batches)
 
 
 def _differences(got: Counter, want: Counter) -> str:
@@ -127,7 +65,7 @@ def test_every_corpus_history_is_covered(corpus):
 
 @pytest.mark.parametrize(("name", "mode"), CASES, ids=[f"{n}-{m}" for n, m in CASES])
 def test_limited_stream_equals_the_unlimited_feed(corpus, name, mode):
-    feed = _Feed(corpus.scenarios[name].location, MODES[mode])
+    feed = Feed(corpus.scenarios[name].location, MODES[mode])
     want, count = feed.rows(UNLIMITED)
     assert count <= 1 and (count == 0 or want), name
     for budget in BUDGETS:
@@ -135,7 +73,7 @@ def test_limited_stream_equals_the_unlimited_feed(corpus, name, mode):
         assert got == want, f"{name} {mode} {budget}: {_differences(got, want)}"
 
 
-def _split_two_way_commits(feed: _Feed, budget: Budget) -> set[int]:
+def _split_two_way_commits(feed: Feed, budget: Budget) -> set[int]:
     """Commits that both remove and add rows and that the budget split."""
     table = load_table(feed.location)
     planner = IncrementalPlanner(table)
@@ -153,7 +91,7 @@ def test_carry_over_never_straddles_a_cut(corpus):
     """Copy-on-write commits rewrite rows unchanged: two files per micro-batch splits
     commits that both remove and add files, and no rewritten row may show as a DELETE in
     one micro-batch and an INSERT in another (cutting anywhere emitted 118 such pairs)."""
-    feed = _Feed(corpus.scenarios["cow_partitioned"].location, {})
+    feed = Feed(corpus.scenarios["cow_partitioned"].location, {})
     budget = Budget(max_files=2)
     assert _split_two_way_commits(feed, budget), "no commit removing and adding was split"
     got, _ = feed.rows(budget)
@@ -179,7 +117,7 @@ def test_updates_moving_rows_across_partitions_pair_across_parts(corpus, monkeyp
     DELETE and the INSERT of one id land in different units, so a one-file budget puts
     them in different micro-batches; they must still pair, as in the unlimited feed."""
     seen = _shared_keys_seen(monkeypatch)
-    feed = _Feed(corpus.scenarios["random_mix"].location, PAIRING)
+    feed = Feed(corpus.scenarios["random_mix"].location, PAIRING)
     budget = Budget(max_files=1)
     got, _ = feed.rows(budget)
     want, _ = feed.rows(UNLIMITED)
@@ -193,15 +131,15 @@ def test_a_restarted_driver_replays_the_same_rows(corpus):
     """Each micro-batch of a split commit, replayed by a fresh driver (nothing cached, as
     after kill -9), plans the same parts and reads the same rows, held rows included."""
     location = corpus.scenarios["random_mix"].location
-    feed = _Feed(location, PAIRING)
+    feed = Feed(location, PAIRING)
     io = PyArrowFileIO()
     replayed = 0
     for start, end, parts in feed.batches(Budget(max_files=1)):
         if all(part.pairing is None for part in parts):
             continue
-        again = _stream(location, PAIRING)
+        again = stream_of(location, PAIRING)
         assert again.parts(start, end) == parts
-        assert _rows(read_parts(parts, io, again.options)) == _rows(
+        assert rows_of(read_parts(parts, io, again.options)) == rows_of(
             read_parts(again.parts(start, end), io, again.options))
         replayed += 1
         if replayed == 4:
@@ -288,7 +226,7 @@ def test_version_1_offsets_are_read(corpus):
     cut anywhere) resume: a micro-batch ending mid-commit replays as it was read, and the
     next one finishes that commit whole, so every task is read exactly once."""
     location = corpus.scenarios["cow_partitioned"].location
-    stream = _stream(location, {})
+    stream = stream_of(location, {})
     start = stream.initial_offset()
     whole = stream.latest_offset(start)
     by_commit = {}
@@ -306,7 +244,7 @@ def test_version_1_offsets_are_read(corpus):
          "scan_all_files": False, "ordinal": part.changes.commit.ordinal})
     assert middle.legacy and not begin.legacy
     assert json.dumps(middle.to_json()) == json.dumps(_legacy(middle))  # round trip
-    fresh = _stream(location, {})
+    fresh = stream_of(location, {})
     planner_order = IncrementalPlanner(load_table(location)).plan_commit(
         fresh.load().metadata.snapshots[commit], part.changes.commit.ordinal).tasks
     first = fresh.parts(begin, middle)
@@ -332,7 +270,7 @@ def test_unknown_or_misplaced_offsets_are_refused(corpus):
     merge = next(s for s in corpus.scenarios["cow_partitioned"].snapshots
                  if "COW merge" in s.label)
     inside = StreamOffset(merge.snapshot_id, 1, False, False, 4)
-    stream = _stream(location, {})
+    stream = stream_of(location, {})
     with pytest.raises(OffsetError, match="not between two of its commit's units"):
         stream.latest_offset(inside, UNLIMITED)
     with pytest.raises(OffsetError, match="not between two of its commit's units"):
@@ -345,7 +283,7 @@ def test_an_offset_off_the_tables_lineage_is_refused(corpus):
     after it: the planner's lineage walk, which batch ranges share."""
     scenario = corpus.scenarios["mor_partitioned"]
     branch = next(s for s in scenario.snapshots if s.label == "append on branch audit")
-    stream = _stream(scenario.location, {})
+    stream = stream_of(scenario.location, {})
     head = stream.load().metadata.current_snapshot_id
     offset = StreamOffset(branch.snapshot_id, 0, True, False, 3)
     refusal = (rf"the stream's snapshot {branch.snapshot_id} is not an ancestor of snapshot "
@@ -357,7 +295,7 @@ def test_an_offset_off_the_tables_lineage_is_refused(corpus):
 
 
 def test_pack_parts_never_splits_a_part_holding_rows_back(corpus):
-    feed = _Feed(corpus.scenarios["random_mix"].location, PAIRING)
+    feed = Feed(corpus.scenarios["random_mix"].location, PAIRING)
     held = [p for _, _, parts in feed.batches(Budget(max_files=7)) for p in parts
             if p.pairing is not None]
     assert held
@@ -367,8 +305,8 @@ def test_pack_parts_never_splits_a_part_holding_rows_back(corpus):
 
 
 def test_batches_are_arrow_in_the_stream_schema(corpus):
-    feed = _Feed(corpus.scenarios["mor_partitioned"].location, PAIRING)
-    stream = _stream(feed.location, PAIRING)
+    feed = Feed(corpus.scenarios["mor_partitioned"].location, PAIRING)
+    stream = stream_of(feed.location, PAIRING)
     for _, _, parts in feed.batches(Budget(max_files=2))[:3]:
         for batch in read_parts(parts, feed.io, stream.options):
             assert isinstance(batch, pa.RecordBatch)

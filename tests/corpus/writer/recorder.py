@@ -11,6 +11,7 @@ Runs inside the writer virtualenv (pyspark 3.5), never in the test environment.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,21 +72,50 @@ class Recorder:
         return self.files.writePositionDeletes(table, with_row, table.spec().specId(),
                                                partition, ordered)
 
-    def row_delta(self, label: str, data: list[Any] = (), deletes: list[Any] = ()) -> None:
+    def deletion_vectors(self, deletes: list[dict[str, Any]],
+                         partition: dict[str, Any] | None = None) -> list[Any]:
+        """DVs (v3) of `deletes` ({file_path, pos}), one per data file, in one Puffin file;
+        the data files must have none yet."""
+        table = self.table()
+        return list(jiter(self.files.writeDeletionVectors(
+            table, table.spec().specId(), partition or {}, deletes)))
+
+    def row_delta(self, label: str, data: list[Any] = (), deletes: list[Any] = (), *,
+                  branch: str | None = None, removed_deletes: list[Any] = ()) -> None:
+        """A RowDelta of these files, on `branch` (main when None); `removed_deletes` are
+        delete files it removes (a conversion replacing them by equivalent ones)."""
         delta = self.table().newRowDelta()
         for data_file in data:
             delta = delta.addRows(data_file)
         for delete_file in deletes:
             delta = delta.addDeletes(delete_file)
+        for delete_file in removed_deletes:
+            delta = delta.removeDeletes(delete_file)
+        if branch is not None:
+            delta = delta.toBranch(branch)
         delta.commit()
         self.capture(label)
 
-    def append(self, label: str, data: list[Any]) -> None:
+    def append(self, label: str, data: list[Any], *, branch: str | None = None) -> None:
         append = self.table().newAppend()
         for data_file in data:
             append = append.appendFile(data_file)
+        if branch is not None:
+            append = append.toBranch(branch)
         append.commit()
         self.capture(label)
+
+    def manage(self, label: str, change: Callable[[Any], Any]) -> None:
+        """A change of refs through `ManageSnapshots` (create, fast-forward or replace a
+        branch, cherry-pick, roll back): `change` gets the pending update and returns it."""
+        change(self.table().manageSnapshots()).commit()
+        self.capture(label)
+
+    def head(self, branch: str = "main") -> int:
+        """The snapshot id `branch` points at now."""
+        table = self.table()
+        return int(table.currentSnapshot().snapshotId() if branch == "main"
+                   else table.refs().get(branch).snapshotId())
 
     def positions(self, where: str) -> list[dict[str, Any]]:
         """(file_path, pos, row) of the live rows matching `where`, as Iceberg reads them."""

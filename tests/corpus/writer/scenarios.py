@@ -473,3 +473,155 @@ def small_pages(w: Recorder) -> None:
     w.sql("ALTER TABLE {t} SET TBLPROPERTIES ('format-version'='3')", "upgrade to v3")
     w.sql("DELETE FROM {t} WHERE id IN (100, 1234, 2500)", "DVs of 3 rows")
     w.sql("UPDATE {t} SET amount = -amount WHERE id % 401 = 3", "update of 8 rows as DVs")
+
+
+# -- what 2026's writers leave (issue 34) ---------------------------------------------------
+
+def _format(version: int) -> str:
+    """Merge-on-read table properties at format `version`."""
+    return V2_MOR.replace("'format-version'='2'", f"'format-version'='{version}'")
+
+
+def _keyed_table(w: Recorder, version: int) -> None:
+    w.sql(f"""CREATE TABLE {{t}} (id bigint NOT NULL, v string, n int) USING iceberg
+              TBLPROPERTIES ({_format(version)})""")
+    w.sql("ALTER TABLE {t} SET IDENTIFIER FIELDS id", "identifier fields")
+
+
+def _row(key: int, version: str) -> dict[str, Any]:
+    return {"id": key, "v": f"{version}-{key}", "n": key * 10}
+
+
+def _keys(*keys: int) -> list[dict[str, Any]]:
+    return [{"id": k} for k in keys]
+
+
+def _at(data_file: Any, *positions: int) -> list[dict[str, Any]]:
+    """Positions of a data file the corpus wrote itself (its rows in the order given)."""
+    return [{"file_path": str(data_file.location()), "pos": p} for p in positions]
+
+
+def _by_position(w: Recorder, version: int, deletes: list[dict[str, Any]]) -> list[Any]:
+    """Deletes by position as the table's format writes them: DVs in v3 (one per data file,
+    which must have none yet), one position delete file in v2."""
+    if version >= 3:
+        return w.deletion_vectors(deletes)
+    return [w.position_deletes(deletes, {}, with_row=False)]
+
+
+def _staged_upserts(w: Recorder, version: int) -> None:
+    """Flink's `ConvertEqualityDeletes` maintenance (apache/iceberg #16831-#17189): upserts
+    go to a `staging` branch as equality deletes with their new rows; the job resolves the
+    keys through a primary-key index and commits the staged data files to `main` with the
+    deletes by position of the rows they replaced (DVs in v3, position deletes in v2); the
+    same-branch variant replaces equality delete files by the equivalent DVs in one commit,
+    which changes no row."""
+    _keyed_table(w, version)
+    base = [w.data_file([_row(k, "v0") for k in range(lo, lo + 5)]) for lo in (1, 6, 11, 16)]
+    w.append("append ids 1..20 in four files of five", base)
+    w.manage("branch staging at main", lambda m: m.createBranch("staging"))
+    staged = [w.data_file([_row(3, "s1"), _row(4, "s1"), _row(21, "s1")]),
+              w.data_file([_row(4, "s2"), _row(5, "s2"), _row(22, "s2")])]
+    w.row_delta("staged upsert of ids 3, 4, 21 on staging", data=[staged[0]],
+                deletes=[w.equality_deletes(["id"], _keys(3, 4, 21))], branch="staging")
+    w.row_delta("staged upsert of ids 4 (again), 5, 22 on staging", data=[staged[1]],
+                deletes=[w.equality_deletes(["id"], _keys(4, 5, 22))], branch="staging")
+    w.row_delta("converted onto main: the staged files, the replaced rows deleted by position",
+                data=staged, deletes=_by_position(
+                    w, version, _at(base[0], 2, 3, 4) + _at(staged[0], 1)))
+    w.manage("staging reset to main", lambda m: m.replaceBranch("staging", "main"))
+    upsert = w.data_file([_row(6, "u1"), _row(7, "u1")])
+    keys = w.equality_deletes(["id"], _keys(6, 7))
+    w.row_delta("upsert of ids 6, 7 on main by equality deletes", data=[upsert], deletes=[keys])
+    w.row_delta("same-branch conversion: the equality deletes replaced by equivalent "
+                "deletes by position (no row changes)",
+                deletes=_by_position(w, version, _at(base[1], 0, 1)), removed_deletes=[keys])
+    again = w.data_file([_row(6, "s3"), _row(11, "s3"), _row(16, "s3"), _row(23, "s3")])
+    w.row_delta("staged upsert of ids 6, 11, 16, 23 on staging", data=[again],
+                deletes=[w.equality_deletes(["id"], _keys(6, 11, 16, 23))], branch="staging")
+    w.row_delta("converted onto main again, over a row the last conversion left",
+                data=[again], deletes=_by_position(
+                    w, version, _at(upsert, 0) + _at(base[2], 0) + _at(base[3], 0)))
+    w.row_delta("equality delete of ids 8, 23 on main, left unconverted",
+                deletes=[w.equality_deletes(["id"], _keys(8, 23))])
+
+
+@scenario("v3", "identifier fields", "staged upserts: equality deletes on a staging branch",
+          "conversion onto main: staged data files with DVs", "same-branch conversion: "
+          "equality deletes replaced by equivalent DVs in one commit (no row changes)",
+          "mixture: converted DVs and unconverted equality deletes")
+def staged_upserts(w: Recorder) -> None:
+    _staged_upserts(w, 3)
+
+
+@scenario("v2", "identifier fields", "staged upserts: equality deletes on a staging branch",
+          "conversion onto main: staged data files with position deletes",
+          "same-branch conversion: equality deletes replaced by equivalent position deletes "
+          "in one commit (no row changes)")
+def staged_upserts_v2(w: Recorder) -> None:
+    _staged_upserts(w, 2)
+
+
+def _mixed_row_deltas(w: Recorder, version: int) -> None:
+    """Flink's upsert writer, iceberg-rust's delta writer: one RowDelta deletes rows of its
+    own data file by position (a key written more than once in the commit) and older rows
+    by key (equality deletes, which never apply to the commit's own rows)."""
+    _keyed_table(w, version)
+    base = [w.data_file([_row(k, "v0") for k in range(lo, lo + 5)]) for lo in (1, 6)]
+    w.append("append ids 1..10 in two files", base)
+    first = w.data_file([_row(3, "a"), _row(3, "b"), _row(11, "a"), _row(3, "c"),
+                         _row(11, "b"), _row(7, "a")])
+    w.row_delta("one commit: id 3 written three times, 11 twice, 7 once; its own older "
+                "versions deleted by position, the table's by key",
+                data=[first], deletes=[*_by_position(w, version, _at(first, 0, 1, 2)),
+                                       w.equality_deletes(["id"], _keys(3, 7, 11))])
+    second = w.data_file([_row(3, "d"), _row(12, "a"), _row(12, "b"), _row(1, "a"),
+                          _row(1, "b")])
+    w.row_delta("again over id 3, a new key 12 twice and id 1 twice",
+                data=[second], deletes=[*_by_position(w, version, _at(second, 1, 3)),
+                                        w.equality_deletes(["id"], _keys(1, 3, 12))])
+    w.row_delta("a delete by position of an older row and by key in one commit",
+                deletes=[*_by_position(w, version, _at(base[1], 2)),
+                         w.equality_deletes(["id"], _keys(11))])
+    third = w.data_file([_row(5, "a"), _row(5, "b"), _row(13, "a")])
+    w.row_delta("an upsert of id 5 twice and a new key 13, as the first",
+                data=[third], deletes=[*_by_position(w, version, _at(third, 0)),
+                                       w.equality_deletes(["id"], _keys(5, 13))])
+
+
+@scenario("v2", "identifier fields", "mixed RowDelta: position deletes of the commit's own "
+          "rows with equality deletes of older rows", "a key written more than once a commit")
+def mixed_row_deltas(w: Recorder) -> None:
+    _mixed_row_deltas(w, 2)
+
+
+@scenario("v3", "identifier fields", "mixed RowDelta: DVs of the commit's own rows with "
+          "equality deletes of older rows", "a key written more than once a commit")
+def mixed_row_deltas_v3(w: Recorder) -> None:
+    _mixed_row_deltas(w, 3)
+
+
+@scenario("v2", "merge-on-read", "write-audit-publish: commits on a branch",
+          "fast-forward of main to the branch", "cherry-pick onto main",
+          "rollback of main")
+def write_audit_publish(w: Recorder) -> None:
+    w.sql(f"""CREATE TABLE {{t}} (id bigint, v string) USING iceberg
+              TBLPROPERTIES ({V2_MOR})""")
+    w.sql("INSERT INTO {t} SELECT id, concat('v', id) FROM range(1, 11)", "append ids 1..10")
+    w.sql("ALTER TABLE {t} CREATE BRANCH audit", "branch audit")
+    w.sql("INSERT INTO {t}.branch_audit SELECT id, concat('a', id) FROM range(11, 16)",
+          "append ids 11..15 on audit")
+    w.sql("DELETE FROM {t}.branch_audit WHERE id = 2", "MOR delete of id 2 on audit")
+    w.manage("main fast-forwarded to audit", lambda m: m.fastForwardBranch("main", "audit"))
+    w.sql("INSERT INTO {t}.branch_audit SELECT id, concat('a', id) FROM range(16, 19)",
+          "append ids 16..18 on audit")
+    picked = w.head("audit")
+    w.sql("INSERT INTO {t} SELECT id, concat('m', id) FROM range(19, 21)",
+          "append ids 19, 20 on main (main and audit diverge)")
+    w.manage("audit's append cherry-picked onto main", lambda m: m.cherrypick(picked))
+    w.sql("UPDATE {t} SET v = 'x' WHERE id = 3", "MOR update on main")
+    rolled_back_to = w.head()
+    w.sql("DELETE FROM {t} WHERE id = 4", "MOR delete on main, then rolled back")
+    w.manage("main rolled back over the delete", lambda m: m.rollbackTo(rolled_back_to))
+    w.sql("INSERT INTO {t} SELECT id, concat('m', id) FROM range(21, 23)",
+          "append ids 21, 22 on main after the rollback")

@@ -293,7 +293,9 @@ def test_commit_tasks_are_what_the_manifests_say_changed(corpus, name):
                                   "equality_global", "position_deletes_with_rows",
                                   "maintenance", "evolution", "column_evolution",
                                   "format_v1", "v3_deletion_vectors", "random_mix",
-                                  "file_formats"])
+                                  "file_formats", "staged_upserts", "staged_upserts_v2",
+                                  "mixed_row_deltas", "mixed_row_deltas_v3",
+                                  "write_audit_publish"])
 def test_commits_as_iceberg_java_recorded_them(corpus, name):
     """Every retained commit of every history: its tasks carry the commit's sequence
     number, time and operation; it adds and removes as many data files as Iceberg Java
