@@ -250,7 +250,10 @@ LIMITED = [("mor_partitioned", {"streaming-max-files-per-micro-batch": 1}),
            ("v3_deletion_vectors", {"streaming-max-files-per-micro-batch": 2}),
            ("evolution", {"streaming-max-files-per-micro-batch": 2}),
            ("random_mix", {"streaming-max-files-per-micro-batch": 10}),
-           ("cow_partitioned", {})]
+           ("cow_partitioned", {}),
+           ("staged_upserts", {"streaming-max-files-per-micro-batch": 1}),
+           ("mixed_row_deltas_v3", {"streaming-max-files-per-micro-batch": 2}),
+           ("write_audit_publish", {"streaming-max-files-per-micro-batch": 1})]
 
 
 @pytest.mark.parametrize(("name", "options"), LIMITED,
@@ -573,6 +576,16 @@ def test_available_now_with_and_without_limits(spark, corpus, tmp_path):
     got, batches = _run_stream(spark, location, tmp_path / "all")
     assert batches == 1
     assert_same_rows(got, _changes(location, got), "unlimited")
+
+
+def test_available_now_follows_a_branch(spark, corpus, tmp_path):
+    """`.option("branch", "audit")`: a real query reads the branch's history, one file a
+    micro-batch, and its changes are a range to the branch (`to_ref`), row for row."""
+    location = corpus.scenarios["write_audit_publish"].location
+    got, batches = _run_stream(spark, location, tmp_path / "audit", branch="audit",
+                               **{"streaming-max-files-per-micro-batch": 1})
+    assert batches > 1
+    assert_same_rows(got, _changes(location, got, to_ref="audit"), "branch audit")
 
 
 def test_available_now_two_files_per_batch_is_the_unlimited_feed(spark, corpus, tmp_path):
