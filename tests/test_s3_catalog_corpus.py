@@ -7,8 +7,9 @@ Java's read at its end).
 The catalog is configured as pyiceberg users configure it (`PYICEBERG_CATALOG__LAKE__*`)
 for the CLI, and only as the source's `catalog.*` options for Spark; no `AWS_*` variable
 is set, so the endpoint and keys reach the readers through the catalog's properties.
-SeaweedFS's table bucket refuses Puffin files, so `v3_deletion_vectors` and `small_pages`
-(deletion vectors both) cannot be in its REST catalog (`java_tables_in_rest.refused`);
+SeaweedFS's table bucket refuses Puffin files, so `v3_deletion_vectors`, `small_pages`,
+`staged_upserts` and `mixed_row_deltas_v3` (deletion vectors all) cannot be in its REST
+catalog (`java_tables_in_rest.refused`);
 they are read through a SQL catalog on a plain bucket in tests/test_s3_corpus.py.
 """
 
@@ -30,7 +31,8 @@ from meltwater.planner.table.table_loading import load_table
 MELTWATER = str(Path(sys.executable).parent / "meltwater")
 IN_REST = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
            "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-           "random_mix", "file_formats", "column_evolution"]
+           "random_mix", "file_formats", "column_evolution", "staged_upserts_v2",
+           "mixed_row_deltas", "write_audit_publish"]
 
 
 def _env(properties: dict[str, str]) -> dict[str, str]:
@@ -50,7 +52,8 @@ def _cli(env: dict[str, str], tmp_path: Path, *args: str) -> pa.Table:
 
 def test_the_rest_catalog_holds_every_scenario_its_bucket_takes(java_tables_in_rest):
     assert sorted(java_tables_in_rest.names) == sorted(IN_REST)
-    assert set(java_tables_in_rest.refused) == {"v3_deletion_vectors", "small_pages"}
+    assert set(java_tables_in_rest.refused) == {"v3_deletion_vectors", "small_pages",
+                                                "staged_upserts", "mixed_row_deltas_v3"}
 
 
 @pytest.mark.parametrize("name", IN_REST)

@@ -53,13 +53,17 @@ PYICEBERG_CANNOT_READ = {
     "equality_deletes": "does not yet support equality deletes",
     "equality_global": "does not yet support equality deletes",
     "small_pages": "does not yet support equality deletes",
+    "staged_upserts": "does not yet support equality deletes",
+    "staged_upserts_v2": "does not yet support equality deletes",
+    "mixed_row_deltas": "does not yet support equality deletes",
+    "mixed_row_deltas_v3": "does not yet support equality deletes",
     "file_formats": "(Unsupported file format|Delete file format not supported): "
                     "FileFormat.AVRO",
 }
 
 # The scenarios SeaweedFS's table bucket refuses: their deletion vectors are Puffin files.
-TABLE_BUCKET_REFUSES = {"v3_deletion_vectors": r"\.puffin.*ACCESS_DENIED",
-                        "small_pages": r"\.puffin.*ACCESS_DENIED"}
+TABLE_BUCKET_REFUSES = {name: r"\.puffin.*ACCESS_DENIED" for name in (
+    "v3_deletion_vectors", "small_pages", "staged_upserts", "mixed_row_deltas_v3")}
 
 LOCATION_LIKE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:/|/)")
 
