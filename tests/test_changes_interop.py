@@ -27,13 +27,15 @@ from corpus.compare import (
     row_multiset,
     truth_as,
 )
+from corpus.pyiceberg_corpus import PYICEBERG_SCENARIOS
 from meltwater.planner.errors import ExpiredSnapshotsError, InvalidRangeError
 from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
        "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages",
-       *WRITERS_2026]
+       *WRITERS_2026,
+       *PYICEBERG_SCENARIOS]
 def _check_range(scenario, table, start_id, end_id, **options) -> pa.Table:
     changes = meltwater.stream.changes(table, from_snapshot_id=start_id,
                                        to_snapshot_id=end_id, **options).read_all()

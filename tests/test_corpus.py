@@ -15,12 +15,13 @@ import pytest
 
 from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
+from corpus.pyiceberg_corpus import PYICEBERG_SCENARIOS
 
 ROW_FIELD_ID = 2147483544  # the spec's id of the `row` column in position delete files
 SCENARIOS = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
              "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution",
-             "small_pages", *WRITERS_2026]
+             "small_pages", *WRITERS_2026, *PYICEBERG_SCENARIOS]
 
 
 def test_every_scenario_was_generated(corpus):

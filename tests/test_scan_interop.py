@@ -20,12 +20,14 @@ import pytest
 import meltwater.stream
 from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
+from corpus.pyiceberg_corpus import PYICEBERG_SCENARIOS
 from meltwater.planner.table.table_loading import load_table
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
        "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", "small_pages",
-       *WRITERS_2026]
+       *WRITERS_2026,
+       *PYICEBERG_SCENARIOS]
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -34,7 +34,12 @@ import local_bucket
 import writer_env
 from writer_env import WriterEnv, WriterEnvError, cache_root, ensure_writer_env
 
+from corpus.pyiceberg_corpus import write_pyiceberg_tables
+
 WRITER_DIR = Path(__file__).parent / "writer"
+# pyiceberg's tables in the local corpus: its writer's sources (and its version) key it too
+PYICEBERG_SOURCES = (Path(__file__).parent / "pyiceberg_corpus.py",
+                     Path(__file__).parent / "pyiceberg_writer.py")
 S3_WRITER_DIR = Path(__file__).parent / "s3writer"
 S3_WAREHOUSE = "s3://lake"  # the S3 corpus's Hadoop warehouse: tables at s3://lake/db/<name>
 # The other stores' warehouses, by scheme; the Azure one is container `lake` of storage
@@ -49,10 +54,13 @@ STORE_SCENARIOS = ("mor_partitioned", "equality_deletes", "v3_deletion_vectors",
 def generator_version() -> str:
     """The local corpus's key: writer/'s scripts and the writer environment's key (which
     covers the Java helper the scripts call), each by content, never by path."""
+    import pyiceberg
+
     digest = hashlib.sha256(writer_env.key().encode())
-    for source in sorted(WRITER_DIR.rglob("*.py")):
+    for source in [*sorted(WRITER_DIR.rglob("*.py")), *PYICEBERG_SOURCES]:
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
+    digest.update(pyiceberg.__version__.encode())
     return digest.hexdigest()[:12]
 
 
@@ -114,8 +122,10 @@ def _ensure(home: Path, log, command: Callable[[WriterEnv, Path], list[str]],
 
 
 def _local_command(env: WriterEnv, home: Path) -> list[str]:
+    """Iceberg Java's scenarios, and pyiceberg's tables (written here first) read by it."""
+    foreign = write_pyiceberg_tables(home / "pyiceberg")
     return [str(env.python), str(WRITER_DIR / "generate.py"), "--out", str(home),
-            "--jars", env.spark_jars()]
+            "--jars", env.spark_jars(), "--foreign", str(foreign)]
 
 
 def _s3_command(env: WriterEnv, home: Path, warehouse: str = S3_WAREHOUSE,

@@ -32,7 +32,7 @@ SCENARIOS = {
     "evolution": "id", "format_v1": "id", "v3_deletion_vectors": "id", "random_mix": "id",
     "file_formats": "id", "column_evolution": None, "staged_upserts": "id",
     "staged_upserts_v2": "id", "mixed_row_deltas": "id", "mixed_row_deltas_v3": "id",
-    "write_audit_publish": "id",
+    "write_audit_publish": "id", "pyiceberg_history": "id",
 }
 
 

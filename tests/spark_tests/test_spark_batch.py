@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (
 import meltwater.stream
 from corpus import WRITERS_2026
 from corpus.compare import assert_same_rows
+from corpus.pyiceberg_corpus import PYICEBERG_SCENARIOS
 from meltwater.planner.spec.types import (
     DOUBLE,
     LONG,
@@ -53,7 +54,8 @@ from meltwater.stream.spark.source import MeltwaterDataSource, change_schema_for
 
 ALL = ["mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
        "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
-       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", *WRITERS_2026]
+       "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution", *WRITERS_2026,
+       *PYICEBERG_SCENARIOS]
 UTC = dt.timezone.utc
 
 

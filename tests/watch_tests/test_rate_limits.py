@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 
 from corpus import WRITERS_2026
+from corpus.pyiceberg_corpus import PYICEBERG_SCENARIOS
 from meltwater.planner.changes.change_tasks import AddedRowsTask, ChangeCommit, DeletedDataFileTask
 from meltwater.planner.changes.commit_units import commit_units, is_one_way
 from meltwater.planner.changes.incremental import IncrementalPlanner
@@ -41,7 +42,8 @@ from watch_tests.stream_feed import Feed, rows_of, stream_of
 SCENARIOS = ("mor_partitioned", "cow_partitioned", "equality_deletes", "equality_global",
              "position_deletes_with_rows", "maintenance", "evolution", "format_v1",
              "v3_deletion_vectors", "random_mix", "file_formats", "column_evolution",
-             "small_pages", *WRITERS_2026)
+             "small_pages", *WRITERS_2026,
+             *PYICEBERG_SCENARIOS)
 PAIRING = {"compute-updates": "true", "identifier-columns": "id"}
 # (scenario, mode): plain, pairing by `id`, and pairing by the table's own keys where it
 # has them (identifier fields; v3 row lineage).

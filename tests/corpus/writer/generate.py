@@ -1,8 +1,10 @@
 """Writes the corpus: every scenario's table and ground truth, into one directory.
 
 Usage (inside the writer virtualenv): python generate.py --out DIR --jars JAR[,JAR...]
-[--only NAME ...]. Writes DIR/warehouse (the Iceberg tables, Hadoop catalog layout),
-DIR/<scenario>/scenario.json and DIR/<scenario>/truth/<snapshot-id>/ (Parquet).
+[--only NAME ...] [--foreign FILE]. Writes DIR/warehouse (the Iceberg tables, Hadoop
+catalog layout), DIR/<scenario>/scenario.json and DIR/<scenario>/truth/<snapshot-id>/
+(Parquet). With --foreign, tables other writers wrote (pyiceberg:
+`corpus.pyiceberg_corpus`) get Iceberg Java's truth the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from recorder import CATALOG, NAMESPACE, Recorder
+from recorder import CATALOG, NAMESPACE, ForeignRecorder, Recorder
 from scenarios import SCENARIOS
 
 
@@ -49,6 +51,9 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--jars", required=True)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--foreign", type=Path, default=None,
+                        help="a JSON list of tables other writers wrote: name, "
+                             "metadata_location, features, labels (snapshot id -> label)")
     args = parser.parse_args()
     spark = spark_session(args.out / "warehouse", args.jars)
     spark.sparkContext.setLogLevel("ERROR")
@@ -64,6 +69,18 @@ def main() -> int:
         index.append(name)
         print(f"{name}: {len(record['snapshots'])} snapshots, delete files "
               f"{record['delete_files']}, {time.monotonic() - started:.1f}s", flush=True)
+    foreign = json.loads(args.foreign.read_text()) if args.foreign else []
+    for entry in foreign:
+        if args.only and entry["name"] not in args.only:
+            continue
+        recorder = ForeignRecorder(spark, args.out, entry["name"], entry["features"],
+                                   entry["metadata_location"],
+                                   {int(k): v for k, v in entry["labels"].items()})
+        recorder.capture("written by another writer")
+        record = recorder.finish()
+        index.append(entry["name"])
+        print(f"{entry['name']}: {len(record['snapshots'])} snapshots (read by Iceberg Java "
+              "from another writer's table)", flush=True)
     (args.out / "index.json").write_text(json.dumps({"scenarios": index}, indent=2))
     spark.stop()
     return 0

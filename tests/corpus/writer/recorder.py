@@ -34,6 +34,8 @@ class Recorder:
         self.jvm = spark._jvm
         self.name = name
         self.ident = f"{CATALOG}.{NAMESPACE}.{name}"
+        self.source = self.ident  # what Spark's iceberg reader loads for time travel
+        self.labels: dict[int, str] = {}  # labels known before the capture (other writers')
         self.out = out / name
         (self.out / "truth").mkdir(parents=True, exist_ok=True)
         self.features = features
@@ -147,7 +149,7 @@ class Recorder:
             removed_data = sum(1 for _ in jiter(snapshot.removedDataFiles(io)))
             truth = self.out / "truth" / str(snapshot_id)
             frame = (self.spark.read.format("iceberg")
-                     .option("snapshot-id", str(snapshot_id)).load(self.ident))
+                     .option("snapshot-id", str(snapshot_id)).load(self.source))
             frame.coalesce(1).write.mode("overwrite").parquet(str(truth))
             parent = snapshot.parentId()
             self.snapshots[snapshot_id] = {
@@ -158,7 +160,7 @@ class Recorder:
                 "timestamp_ms": int(snapshot.timestampMillis()),
                 "schema_id": None if snapshot.schemaId() is None else int(snapshot.schemaId()),
                 "summary": dict(snapshot.summary()),
-                "label": label,
+                "label": self.labels.get(int(snapshot_id), label),
                 "added_delete_files": kinds,
                 "added_data_files": added_data,
                 "removed_data_files": removed_data,
@@ -211,3 +213,24 @@ class Recorder:
         }
         (self.out / "scenario.json").write_text(json.dumps(record, indent=2, sort_keys=True))
         return record
+
+
+class ForeignRecorder(Recorder):
+    """A table another writer wrote (pyiceberg, through its own catalog), named by its
+    metadata file: Iceberg Java loads it from that file (`HadoopTables`, static table
+    operations) and records what it reads at every snapshot, as for its own tables."""
+
+    def __init__(self, spark: Any, out: Path, name: str, features: list[str],
+                 metadata_location: str, labels: dict[int, str]) -> None:
+        super().__init__(spark, out, name, features)
+        self.source = metadata_location
+        self.labels = labels
+
+    def table(self) -> Any:
+        tables = self.jvm.org.apache.iceberg.hadoop.HadoopTables(
+            self.spark._jsc.hadoopConfiguration())
+        return tables.load(self.source)
+
+    def changelog_verdict(self) -> str:
+        return "not asked: a table read by its metadata file has no catalog to ask"
+
