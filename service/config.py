@@ -247,7 +247,8 @@ def _check_source_options(reader: TableReader, table: str, options: dict[str, st
     """The source's own option parser, run now so a bad option stops the service early;
     and every name one of the stream's options (the source itself reads past names it does
     not know, so a misspelled option would silently be its default)."""
-    from meltwater.stream.spark.options import check_stream_option_names, stream_read
+    from meltwater.stream.spark.option_names import check_stream_option_names
+    from meltwater.stream.spark.options import stream_read
 
     for key in reader.table:
         try:

@@ -13,7 +13,7 @@ planner's one resolver decides what it means and its refusals speak of that opti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from meltwater.stream.engine.changes.change_schema import (
     RowOptions,
 )
 from meltwater.stream.errors import OptionError
+from meltwater.stream.spark.option_names import CATALOG_OPTION, CATALOG_PREFIX, IO_PREFIX
 from meltwater.stream.watch.change_stream import StreamRead
 from meltwater.stream.watch.stream_modes import SchemaChange, Starting
 
@@ -94,9 +95,6 @@ def _names(options: dict[str, str], name: str) -> list[str] | None:
     return names
 
 
-CATALOG_OPTION = "catalog"
-CATALOG_PREFIX = "catalog."
-IO_PREFIX = "io."
 
 
 def table_source(options: Mapping[str, str]) -> TableSource:
@@ -405,59 +403,3 @@ def split_size(options: Mapping[str, str]) -> int | None:
     """Option `split-size`: the bytes one Spark task reads (None: the table's
     `read.split.target-size`)."""
     return _positive(_size(_lower(options), "split-size"), "split-size")
-
-
-# -- the options there are -------------------------------------------------------------------
-
-# Every option the source reads, as its documentation writes it (Spark hands them over
-# lower-cased), besides the table's (`path`/`table`, `catalog`) and the `catalog.*` and
-# `io.*` properties.
-ROW_OPTION_NAMES = ("compute-updates", "computeUpdates", "identifier-columns", "keep-carryover",
-                    "appends-only", "equality-deletes", "change-type-names",
-                    "before-images", "deduplicationMode")
-STREAM_OPTION_NAMES = ("starting", "start-snapshot-id", "stream-from-timestamp",
-                       "startingVersion", "startingTimestamp", "starting-snapshot-as-inserts",
-                       "streaming-max-files-per-micro-batch", "maxFilesPerTrigger",
-                       "streaming-max-rows-per-micro-batch",
-                       "streaming-max-bytes-per-micro-batch", "maxBytesPerTrigger",
-                       "skip-expired-snapshots", "schema-change", "split-size",
-                       "watch-wait-ms", "key-index-dir", "branch", *ROW_OPTION_NAMES)
-BATCH_OPTION_NAMES = ("snapshot-id", "versionAsOf", "as-of-timestamp", "timestampAsOf",
-                      "branch", "tag", "start-snapshot-id", "start-sequence-number",
-                      "start-timestamp", "startingVersion", "startingTimestamp",
-                      "end-snapshot-id", "endingVersion", "end-timestamp", "endingTimestamp",
-                      "read-changes", "readChangeFeed", "net-changes", "skip-expired-snapshots",
-                      "split-size", "key-index-dir", *ROW_OPTION_NAMES)
-TABLE_OPTION_NAMES = ("path", "table", CATALOG_OPTION)
-PROPERTY_PREFIXES = (CATALOG_PREFIX, IO_PREFIX)
-
-
-def check_stream_option_names(names: Iterable[str]) -> None:
-    """Refuse a name that is not an option of the change stream, with the one meant if it
-    looks like a misspelling: an OptionError naming the first such name.
-
-    The source itself does not call this and reads past names it does not know, as Spark's
-    own sources do: Spark hands a source options that are not the user's (`path`, a SQL
-    view's `OPTIONS`), and code that switches a reader between formats keeps options meant
-    for another. A configuration that names the stream's options and nothing else
-    (`meltwater serve`'s `[pipelines.options]`) calls it, so a typo is not silently a
-    default.
-    """
-    import difflib
-
-    stream = {name.lower(): name for name in STREAM_OPTION_NAMES}
-    batch = {name.lower() for name in BATCH_OPTION_NAMES} - set(stream)
-    for name in names:
-        lowered = name.lower()
-        if lowered in stream or lowered.startswith(PROPERTY_PREFIXES):
-            continue
-        if lowered in TABLE_OPTION_NAMES:
-            raise OptionError(f"option {name}: the table is given where the stream is "
-                              "loaded, not as an option")
-        if lowered in batch:
-            raise OptionError(f"option {name} is an option of batch reads (spark.read); a "
-                              "stream does not take it")
-        close = difflib.get_close_matches(lowered, sorted(stream), n=1, cutoff=0.75)
-        hint = (f" (did you mean {stream[close[0]]!r}?)" if close
-                else f" (options: {', '.join(sorted(stream.values(), key=str.lower))})")
-        raise OptionError(f"option {name} is not an option of the meltwater stream{hint}")
