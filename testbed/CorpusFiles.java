@@ -106,10 +106,7 @@ public final class CorpusFiles {
       List<Map<String, Object>> deletes) throws Exception {
     Schema schema = table.schema();
     PartitionSpec spec = table.specs().get(specId);
-    StructLike partition =
-        spec.isUnpartitioned()
-            ? null
-            : partitionOf(spec, schema, toRecords(schema, List.of(partitionRow)).get(0));
+    StructLike partition = partitionOfRow(spec, schema, partitionRow);
     GenericAppenderFactory factory =
         new GenericAppenderFactory(schema, spec, null, null, withRow ? schema : null);
     EncryptedOutputFile out = outputFile(table, spec, partition);
@@ -144,10 +141,7 @@ public final class CorpusFiles {
       throws Exception {
     Schema schema = table.schema();
     PartitionSpec spec = table.specs().get(specId);
-    StructLike partition =
-        spec.isUnpartitioned()
-            ? null
-            : partitionOf(spec, schema, toRecords(schema, List.of(partitionRow)).get(0));
+    StructLike partition = partitionOfRow(spec, schema, partitionRow);
     OutputFileFactory files =
         OutputFileFactory.builderFor(table, 1, ++taskId).format(FileFormat.PUFFIN).build();
     BaseDVFileWriter writer = new BaseDVFileWriter(files, path -> null);
@@ -175,6 +169,14 @@ public final class CorpusFiles {
     OutputFileFactory files =
         OutputFileFactory.builderFor(table, 1, ++taskId).format(FileFormat.PARQUET).build();
     return partition == null ? files.newOutputFile() : files.newOutputFile(spec, partition);
+  }
+
+  /** The partition {@code row}'s values fall into; null for an unpartitioned spec. */
+  private static StructLike partitionOfRow(
+      PartitionSpec spec, Schema schema, Map<String, Object> row) {
+    return spec.isUnpartitioned()
+        ? null
+        : partitionOf(spec, schema, toRecords(schema, List.of(row)).get(0));
   }
 
   private static StructLike partitionOf(PartitionSpec spec, Schema schema, Record record) {
