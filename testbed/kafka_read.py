@@ -139,25 +139,26 @@ def connect_value(schema: dict[str, Any], value: Any) -> Any:
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]:
     """Every message of the topic a read_committed consumer gets, partition by partition
-    in offset order (none before the topic exists)."""
+    in offset order (none before the topic exists), read to the end each partition has now.
+
+    Each partition's end is asked of the broker as a read_uncommitted consumer asks it (its
+    high watermark): Tansu 0.6 answers a read_committed consumer 0 for a partition while a
+    transaction is open in it (Apache Kafka answers the last stable offset), which would
+    read such a partition as empty. Reading to the real end waits out an open transaction
+    instead (a read_committed consumer passes it once it commits or aborts)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = admin.list_topics(timeout=timeout).topics
     if topic not in topics:
         return []
     partitions = topics[topic].partitions
+    ends = _high_watermarks(bootstrap, topic, list(partitions), timeout)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "meltwater-tests",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
-        ends = {}
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                       timeout=timeout, cached=False)
-            if high > low:
-                ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         found: list[Message] = []
         deadline = time.monotonic() + timeout
-        while True:
+        while ends:
             positions = consumer.position([TopicPartition(topic, p) for p in ends])
             if all(tp.offset >= ends[tp.partition] for tp in positions):
                 break
@@ -172,6 +173,23 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]
             found.append(Message(message.partition(), message.offset(), message.key(),
                                  message.value(), dict(message.headers() or [])))
         return sorted(found, key=lambda m: (m.partition, m.offset))
+    finally:
+        consumer.close()
+
+
+def _high_watermarks(bootstrap: str, topic: str, partitions: list[int],
+                     timeout: float) -> dict[int, int]:
+    """Each non-empty partition's high watermark (the offset after its last message)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "meltwater-tests",
+                         "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    try:
+        ends = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                       timeout=timeout, cached=False)
+            if high > low:
+                ends[p] = high
+        return ends
     finally:
         consumer.close()
 
