@@ -106,6 +106,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-figure", action="store_true")
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help="the faults to take turns, in order (default: all four)")
+    parser.add_argument("--replot", type=Path, default=None, metavar="RESULTS",
+                        help="only draw the figure of a finished run's results (JSON)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the working directory (logs, mirrors) after a success")
     return parser.parse_args(argv)
@@ -665,7 +667,7 @@ class Soak:
             raise SoakFailedError(f"{self.unmirrored} commits never reached the mirror")
         self.sample()
 
-    def report(self, code: int) -> dict[str, Any]:
+    def report(self, code: int | None) -> dict[str, Any]:
         args = self.args
         timed = [(c.timestamp_ms / 1000 - self.wall_start, self.latency[
             c.sequence_number]) for c in self.commits if c.sequence_number in self.latency]
@@ -740,7 +742,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     samples = result["samples"]
     minutes = [s["at"] / 60 for s in samples]
     figure, axes = plt.subplots(4, 1, figsize=(10, 11), sharex=True)
-    for role in ("service", "jvm"):
+    for role in ("service", "jvm", "workers"):
         axes[0].plot(minutes, [s["rss"][role] / 2**20 for s in samples], label=role)
         axes[1].plot(minutes, [s["open_files"][role] for s in samples], label=role)
     axes[0].set_ylabel("RSS (MiB)")
@@ -794,6 +796,10 @@ def print_report(result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.replot is not None:  # the figure of a finished run, from its results
+        plot(json.loads(args.replot.read_text()), args.figure)
+        print(f"written to {args.figure}")
+        return 0
     # SIGTERM (a timeout, an operator) ends the soak as Ctrl-C does: through its clean-up,
     # which stops the servers and the service and unmounts the checkpoints' tmpfs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -804,6 +810,11 @@ def main(argv: list[str] | None = None) -> int:
     except SoakFailedError as failure:
         print(f"soak FAILED after {soak.elapsed() / 60:.1f} min: {failure}", flush=True)
         print(f"kept for a look: {work}")
+        with contextlib.suppress(Exception):  # what was measured until then, if anything
+            partial = {**soak.report(None), "failure": str(failure)}
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(partial, indent=1))
+            print(f"what was measured until then: {args.out}")
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))

@@ -33,7 +33,7 @@ def write_pyiceberg_tables(root: Path) -> Path:
               for step in history.steps for snapshot_id in step.snapshot_ids}
     entries = [{
         "name": "pyiceberg_history",
-        "metadata_location": table.metadata_location.removeprefix("file://"),
+        "metadata_location": table.metadata_location,  # a file: URI, as pyiceberg writes it
         "features": [f"written by pyiceberg {pyiceberg.__version__}", "v2",
                      "copy-on-write overwrite, dynamic partition overwrite, delete, upsert",
                      "a SQL catalog's <NNNNN>-<uuid> metadata files", "identifier fields",
