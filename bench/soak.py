@@ -61,7 +61,14 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testbed"))
 
 from kafka_broker import KafkaBroker
-from kafka_read import canonical_rows, confirmed, folded_images, markers, read_topic
+from kafka_read import (
+    canonical_rows,
+    confirmed,
+    folded_images,
+    markers,
+    read_topic,
+    settled,
+)
 from loopback_ports import free_port
 from seaweed_server import SeaweedServer
 from service_process import Pipeline, ServiceProcess, descendants, write_config
@@ -69,6 +76,7 @@ from tcp_proxy import LoopbackProxy
 
 from live.client import Commit, LiveWriter, truth_table
 from live.mirror import differences, read_mirror, truth_rows
+from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC
 from meltwater.sinks.ledger import LEDGER_TABLE
 from meltwater.sinks.mirror_stream import ledger_name
 
@@ -446,16 +454,26 @@ class Soak:
         found = markers(self.broker.bootstrap, self.transactional_id)
         return found[-1]["snapshot_id"] if found else None
 
-    def check_topic(self) -> None:
-        """The whole topic read back: no event twice, folded equal to Iceberg Java."""
-        found = markers(self.broker.bootstrap, self.transactional_id)
+    def check_topic(self) -> bool:
+        """The whole topic read back: no event twice, folded equal to Iceberg Java. Read only
+        while no transaction is open in it, before and after (`kafka_read.settled`: Tansu
+        would hide a partition with one open); False when it was not, to look again soon."""
+        topics = (TOPIC, DEFAULT_BATCHES_TOPIC)
+        bootstrap = self.broker.bootstrap
+        if not all(settled(bootstrap, t) for t in topics):
+            return False
+        found = markers(bootstrap, self.transactional_id)
+        read = read_topic(bootstrap, TOPIC)
+        if not all(settled(bootstrap, t) for t in topics):
+            return False
         if not found:
-            return
+            return True
         commit = self.by_snapshot.get(found[-1]["snapshot_id"])
         if commit is None:
-            raise SoakFailedError(f"the topic's marker names snapshot {found[-1]['snapshot_id']}, "
-                             "which the live writer never committed")
-        messages = confirmed(read_topic(self.broker.bootstrap, TOPIC), found)
+            raise SoakFailedError(f"the topic's marker names snapshot "
+                                  f"{found[-1]['snapshot_id']}, which the live writer never "
+                                  "committed")
+        messages = confirmed(read, found)
         twice = [i for i, n in Counter(m.event_id for m in messages).items() if n > 1]
         self.events_twice = len(twice)
         if twice:
@@ -469,6 +487,7 @@ class Soak:
         self.topic_checks += 1
         self.topic_events = sum(m.value is not None for m in messages)
         self.last_topic_sequence = commit.sequence_number
+        return True
 
     def sample(self) -> None:
         pid = self.service.process.pid
@@ -617,8 +636,7 @@ class Soak:
             self.check_mirror()
             self.check_items()
             if now >= next_topic and not self.broker_cut():
-                self.check_topic()
-                next_topic = now + TOPIC_CHECK_S
+                next_topic = now + (TOPIC_CHECK_S if self.check_topic() else 1)
             if now >= next_sample:
                 self.sample()
                 next_sample += args.sample_every
@@ -657,7 +675,11 @@ class Soak:
         self.last_mirror_sequence = self.last_items_sequence = None
         self.check_mirror()
         self.check_items()
-        self.check_topic()
+        while not self.check_topic():  # the service is idle now: soon settled
+            if time.monotonic() > deadline:
+                raise SoakFailedError("the topic stayed unsettled (a transaction open) after "
+                                      "the service caught up")
+            time.sleep(1)
         head = max(c.sequence_number for c in self.commits)
         if self.last_mirror_sequence != head:
             raise SoakFailedError("the mirror's last check is not at the head")

@@ -139,26 +139,26 @@ def connect_value(schema: dict[str, Any], value: Any) -> Any:
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]:
     """Every message of the topic a read_committed consumer gets, partition by partition
-    in offset order (none before the topic exists), read to the end each partition has now.
-
-    Each partition's end is asked of the broker as a read_uncommitted consumer asks it (its
-    high watermark): Tansu 0.6 answers a read_committed consumer 0 for a partition while a
-    transaction is open in it (Apache Kafka answers the last stable offset), which would
-    read such a partition as empty. Reading to the real end waits out an open transaction
-    instead (a read_committed consumer passes it once it commits or aborts)."""
+    in offset order (none before the topic exists). With Tansu, a partition in which a
+    transaction is open reads as empty (see `settled`)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = admin.list_topics(timeout=timeout).topics
     if topic not in topics:
         return []
     partitions = topics[topic].partitions
-    ends = _high_watermarks(bootstrap, topic, list(partitions), timeout)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "meltwater-tests",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
+        ends = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                       timeout=timeout, cached=False)
+            if high > low:
+                ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         found: list[Message] = []
         deadline = time.monotonic() + timeout
-        while ends:
+        while True:
             positions = consumer.position([TopicPartition(topic, p) for p in ends])
             if all(tp.offset >= ends[tp.partition] for tp in positions):
                 break
@@ -177,19 +177,30 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]
         consumer.close()
 
 
-def _high_watermarks(bootstrap: str, topic: str, partitions: list[int],
-                     timeout: float) -> dict[int, int]:
-    """Each non-empty partition's high watermark (the offset after its last message)."""
+def settled(bootstrap: str, topic: str, timeout: float = 60) -> bool:
+    """Whether no transaction is open in the topic now: every partition's end is the same
+    to a read_committed consumer as to a read_uncommitted one. Tansu 0.6 answers a
+    read_committed consumer 0 for a partition while a transaction is open in it (Apache
+    Kafka answers the last stable offset), so `read_topic` reads such a partition as
+    empty: a reader that must see every committed message (the soak) reads only while the
+    topic is settled, before and after."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=timeout).topics
+    if topic not in topics:
+        return True
+    partitions = list(topics[topic].partitions)
+    ends = [_ends(bootstrap, topic, partitions, isolation, timeout)
+            for isolation in ("read_committed", "read_uncommitted")]
+    return ends[0] == ends[1]
+
+
+def _ends(bootstrap: str, topic: str, partitions: list[int], isolation: str,
+          timeout: float) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "meltwater-tests",
-                         "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+                         "isolation.level": isolation, "enable.auto.commit": False})
     try:
-        ends = {}
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                       timeout=timeout, cached=False)
-            if high > low:
-                ends[p] = high
-        return ends
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
+                                               cached=False)[1] for p in partitions]
     finally:
         consumer.close()
 

@@ -335,3 +335,29 @@ def test_refused_credentials_are_one_line_naming_them(corpus, kafka_authenticate
                        ".*check security.protocol and the sasl") as refused:
         sink.apply(0, batch_of(scenario, main, 0))
     assert not refused.value.retryable and "\n" not in str(refused.value)
+
+
+def test_a_topic_with_a_transaction_open_is_not_settled(kafka_broker):
+    """`kafka_read.settled`, which the soak reads the topic under: Tansu answers a
+    read_committed consumer's end of a partition with an open transaction as 0, so a read
+    then is partial; settled says so until the transaction ends."""
+    from confluent_kafka import Producer
+    from kafka_read import settled
+
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap,
+                         "transactional.id": "settled-test"})
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(40):
+        producer.produce("lake.settled", key=f"k{i}".encode(), value=b"v")
+    producer.commit_transaction()
+    assert settled(kafka_broker.bootstrap, "lake.settled")
+    assert len(read_topic(kafka_broker.bootstrap, "lake.settled")) == 40
+    producer.begin_transaction()
+    for i in range(40):
+        producer.produce("lake.settled", key=f"o{i}".encode(), value=b"v")
+    producer.flush()
+    assert not settled(kafka_broker.bootstrap, "lake.settled")
+    producer.commit_transaction()
+    assert settled(kafka_broker.bootstrap, "lake.settled")
+    assert len(read_topic(kafka_broker.bootstrap, "lake.settled")) == 80
