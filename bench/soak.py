@@ -53,7 +53,6 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -75,7 +74,7 @@ from service_process import Pipeline, ServiceProcess, descendants, write_config
 from tcp_proxy import LoopbackProxy
 
 from live.client import Commit, LiveWriter, truth_table
-from live.mirror import differences, read_mirror, truth_rows
+from live.mirror import differences, ledger_time, read_mirror, truth_rows
 from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC
 from meltwater.sinks.ledger import LEDGER_TABLE
 from meltwater.sinks.mirror_stream import ledger_name
@@ -183,12 +182,8 @@ def ledger_rows(database: Path) -> list[tuple[int, float]]:
                 "WHERE sequence_number IS NOT NULL ORDER BY batch_id").fetchall()
     except sqlite3.OperationalError:  # no database or no ledger yet
         return []
-    return [(int(s), _epoch(a)) for s, a in found]
+    return [(int(s), ledger_time(a)) for s, a in found]
 
-
-def _epoch(text: str) -> float:
-    stamp = datetime.fromisoformat(text)
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def items_state(database: Path) -> tuple[int | None, frozenset[tuple[Any, ...]]]:
@@ -351,7 +346,6 @@ class Soak:
         self.samples: list[Sample] = []
         self.service_starts = 0
         self.filler: Path | None = None
-        self.filled = False
         self.faults = Faults(self, [k for k in args.faults.split(",") if k])
 
     def elapsed(self) -> float:
@@ -388,12 +382,10 @@ class Soak:
             os.posix_fallocate(descriptor, 0, stats.f_bavail * stats.f_frsize)
         finally:
             os.close(descriptor)
-        self.filled = True
 
     def free_disk(self) -> None:
         assert self.filler is not None
         self.filler.unlink(missing_ok=True)
-        self.filled = False
 
     def start_service(self) -> ServiceProcess:
         self.service_starts += 1

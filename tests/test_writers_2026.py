@@ -45,6 +45,15 @@ def _labelled(scenario, prefix: str):
     return found[0]
 
 
+def _commit_changes(scenario, prefix: str):
+    """The change rows, updates paired, of the commit whose label starts with `prefix`."""
+    commit = _labelled(scenario, prefix)
+    return meltwater.stream.changes(load_table(scenario.location),
+                                    from_snapshot_id=commit.parent_id,
+                                    to_snapshot_id=commit.snapshot_id,
+                                    compute_updates=True).read_all()
+
+
 def _pairs(changes) -> Counter:
     """(change type, id, v) of the change rows."""
     return Counter((r["_change_type"], r["id"], r["v"]) for r in changes.to_pylist())
@@ -85,11 +94,7 @@ def test_a_stream_through_conversions_emits_nothing_for_a_same_branch_one(corpus
 def test_a_conversion_onto_main_pairs_each_replaced_key_as_an_update(corpus):
     for name in CONVERTED:
         scenario = corpus.scenarios[name]
-        converted = _labelled(scenario, "converted onto main: ")
-        changes = meltwater.stream.changes(
-            load_table(scenario.location), from_snapshot_id=converted.parent_id,
-            to_snapshot_id=converted.snapshot_id, compute_updates=True).read_all()
-        assert _pairs(changes) == Counter({
+        assert _pairs(_commit_changes(scenario, "converted onto main: ")) == Counter({
             ("UPDATE_BEFORE", 3, "v0-3"): 1, ("UPDATE_AFTER", 3, "s1-3"): 1,
             ("UPDATE_BEFORE", 4, "v0-4"): 1, ("UPDATE_AFTER", 4, "s2-4"): 1,
             ("UPDATE_BEFORE", 5, "v0-5"): 1, ("UPDATE_AFTER", 5, "s2-5"): 1,
@@ -99,20 +104,11 @@ def test_a_conversion_onto_main_pairs_each_replaced_key_as_an_update(corpus):
 @pytest.mark.parametrize("name", MIXED)
 def test_a_key_deleted_by_position_and_by_key_in_one_commit_pairs_once(corpus, name):
     scenario = corpus.scenarios[name]
-    table = load_table(scenario.location)
-    first = _labelled(scenario, "one commit: id 3 written three times")
-    changes = meltwater.stream.changes(table, from_snapshot_id=first.parent_id,
-                                       to_snapshot_id=first.snapshot_id,
-                                       compute_updates=True).read_all()
-    assert _pairs(changes) == Counter({
+    assert _pairs(_commit_changes(scenario, "one commit: id 3 written three times")) == Counter({
         ("UPDATE_BEFORE", 3, "v0-3"): 1, ("UPDATE_AFTER", 3, "c-3"): 1,
         ("UPDATE_BEFORE", 7, "v0-7"): 1, ("UPDATE_AFTER", 7, "a-7"): 1,
         ("INSERT", 11, "b-11"): 1})
-    second = _labelled(scenario, "again over id 3")
-    changes = meltwater.stream.changes(table, from_snapshot_id=second.parent_id,
-                                       to_snapshot_id=second.snapshot_id,
-                                       compute_updates=True).read_all()
-    assert _pairs(changes) == Counter({
+    assert _pairs(_commit_changes(scenario, "again over id 3")) == Counter({
         ("UPDATE_BEFORE", 3, "c-3"): 1, ("UPDATE_AFTER", 3, "d-3"): 1,
         ("UPDATE_BEFORE", 1, "v0-1"): 1, ("UPDATE_AFTER", 1, "b-1"): 1,
         ("INSERT", 12, "b-12"): 1})

@@ -69,14 +69,14 @@ def read_mirror(database: Path, table: str, sequence_number: int) -> MirrorState
         connection.close()
     rows = Counter(tuple(_value(v, f.type) for v, f in zip(row, SCHEMA, strict=True))
                    for row in stored)
-    applied_at = None if applied is None else _utc(applied[0]).timestamp()
+    applied_at = None if applied is None else ledger_time(applied[0])
     return MirrorState(newest[0] if newest else None, rows, applied_at)
 
 
-def _utc(text: str) -> datetime:
-    """The ledger's `applied_at` (ISO-8601 text in SQLite, UTC) as an aware time."""
+def ledger_time(text: str) -> float:
+    """The ledger's `applied_at` (ISO-8601 text in SQLite, UTC) as epoch seconds."""
     stamp = datetime.fromisoformat(text)
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
 
 
 
