@@ -210,6 +210,7 @@ class Sample:
     open_files: dict[str, int]
     checkpoint_bytes: int
     mirror_bytes: int
+    index_bytes: int  # the key indexes: a cache, bounded by its merges and its size limit
     health: int | None
 
 
@@ -495,6 +496,7 @@ class Soak:
             self.elapsed(), rss, files,
             tree_bytes(self.checkpoints, skip=self.filler),
             sum(tree_bytes(p) for p in self.work.glob("*.db*")),
+            tree_bytes(self.work / "key-index"),
             None if answer is None else answer[0]))
 
     def watch_health(self) -> tuple[int, dict[str, Any]] | None:
@@ -593,6 +595,8 @@ class Soak:
                 f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in lake.items()))
             for key in [k for k in os.environ if k.startswith(("AWS_", "PYICEBERG_"))]:
                 del os.environ[key]  # the service knows the catalog from its config only
+            # the service's key indexes live and go with the run, not in the user's cache
+            os.environ["MELTWATER_KEY_INDEX_DIR"] = str(self.work / "key-index")
             self.service = self.start_service()
             stack.callback(lambda: self.service.process.poll() is None and self.service.kill())
             self.service.wait_running()
@@ -732,6 +736,9 @@ class Soak:
                                      s.checkpoint_bytes for s in settled),
                                  "end": self.samples[-1].checkpoint_bytes,
                                  "max": max(s.checkpoint_bytes for s in self.samples)},
+            "index_bytes": {"after_10min": statistics.median(s.index_bytes for s in settled),
+                            "end": self.samples[-1].index_bytes,
+                            "max": max(s.index_bytes for s in self.samples)},
             "samples": [asdict(s) for s in self.samples],
             "latencies": timed,
         }
@@ -803,6 +810,10 @@ def print_report(result: dict[str, Any]) -> None:
           f"{result['checkpoint_bytes']['after_10min'] / 2**20:.1f} MiB -> "
           f"{result['checkpoint_bytes']['end'] / 2**20:.1f} MiB (max "
           f"{result['checkpoint_bytes']['max'] / 2**20:.1f})")
+    if "index_bytes" in result:  # not in the results of runs before it was sampled
+        index = result["index_bytes"]
+        print(f"key indexes {index['after_10min'] / 2**20:.1f} MiB -> "
+              f"{index['end'] / 2**20:.1f} MiB (max {index['max'] / 2**20:.1f})")
     for fault in result["faults"]:
         said = "; ".join(fault["health"]) or "-"
         print(f"  {fault['began'] / 60:6.1f} min {fault['kind']:<10} /health: {said}")

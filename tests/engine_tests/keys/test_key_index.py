@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from meltwater.planner.spec.files import DataFile, FileContent
-from meltwater.stream.engine.keys import index_store, key_blocks
+from meltwater.stream.engine.keys import index_store, key_blocks, key_index
 from meltwater.stream.engine.keys.index_store import IndexStore
 from meltwater.stream.engine.keys.key_index import KeyIndex
 from meltwater.stream.engine.keys.key_runs import find, indexable, sorted_run
@@ -112,6 +112,44 @@ def test_added_runs_accumulate_and_sparse_segments_are_rewritten(tmp_path):
     found, missing = _lookup(index, [a, b], [7])
     assert found == {"a.parquet": [(7, 7)], "b.parquet": [(0, 7), (1, 7)]} and not missing
     assert sorted(p.name for p in tmp_path.glob("seg-*")) == sorted(catalog.segments)
+
+
+def _descriptors_under(directory: Path) -> int:
+    """How many of this process's open descriptors name a file under `directory`."""
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor listdir itself used, closed by now
+            continue
+        held += target.startswith(str(directory))
+    return held
+
+
+def test_segments_stay_few_however_many_commits_add_them(tmp_path):
+    """Every commit adds a segment; a long-lived reader (a Spark worker) holds two
+    descriptors for each it has searched. Their number must not grow with the history."""
+    writer, reader = _index(tmp_path), _index(tmp_path)
+    data: list[DataFile] = []
+    most_segments = most_held = 0
+    for commit in range(60):
+        data += _add(writer, {f"f{commit}.parquet": [commit, commit + 1000]})
+        found, missing = _lookup(reader, data, [commit, 1000])
+        assert not missing
+        assert (0, commit) in found[f"f{commit}.parquet"]
+        assert (1, 1000) in found["f0.parquet"]
+        assert sum(map(len, found.values())) == 2
+        most_segments = max(most_segments, len(writer.store.catalog().segments))
+        most_held = max(most_held, _descriptors_under(tmp_path))
+    assert most_segments <= key_index.MAX_SEGMENTS
+    assert most_held <= 2 * 2 * key_index.MAX_SEGMENTS  # two indexes, two a segment
+    assert sorted(p.name for p in tmp_path.glob("seg-*")) \
+        == sorted(writer.store.catalog().segments)
+    # every run moved is still found, by a new reader from disk too
+    everything = [*range(60), *range(1000, 1060)]
+    found, missing = _lookup(_index(tmp_path), data, everything)
+    assert not missing
+    assert found == {f"f{c}.parquet": [(0, c), (1, c + 1000)] for c in range(60)}
 
 
 def test_a_damaged_segment_is_detected_and_its_files_are_re_indexed(tmp_path):
