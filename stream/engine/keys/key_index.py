@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INDEX_BYTES = 8 * 1024**3  # the bound on one index's segments on disk
 MERGE_BELOW = 0.5  # a segment whose named runs hold less than this share of it is rewritten
-MAX_SEGMENTS = 16  # an index holding this many merges its smallest half into the next one
+MAX_SEGMENTS = 16  # an index holding this many merges its smallest into the next one
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,8 @@ class KeyIndex:
             files = _within(files, current, self.max_bytes
                             - sum(run.nbytes for _, run in runs.values()))
             copies: dict[str, pa.RecordBatch] = {}  # runs read whole to be carried
-            carried = [path for path in _carried(files, current)
+            new_rows = sum(run.num_rows for _, run in runs.values())
+            carried = [path for path in _carried(files, current, new_rows)
                        if self._copied(current, files.pop(path), path, files, copies)]
             batches = [run for _, run in runs.values()]
             batches += [copies[path] for path in carried]
@@ -227,14 +228,18 @@ def _within(files: dict[str, RunEntry], catalog: Catalog, budget: int
     return kept
 
 
-def _carried(files: dict[str, RunEntry], catalog: Catalog) -> list[str]:
-    """The files whose runs move into the new segment: those of segments whose named runs
-    hold less than `MERGE_BELOW` of their rows, and, once the index holds `MAX_SEGMENTS`,
-    those of its smallest segments. Each commit adds a segment; without the bound their
-    number grew with the table's history, and with it every lookup's searches and the
-    descriptors each long-lived reader holds (two a segment: 15 more a minute in a soak).
-    Merging the smallest half tiers sizes as an LSM tree does: a run is copied again only
-    when its segment is among the smallest, about log(segments) times."""
+def _carried(files: dict[str, RunEntry], catalog: Catalog, new_rows: int) -> list[str]:
+    """The files whose runs move into the new segment (of `new_rows` rows of its own):
+    those of segments whose named runs hold less than `MERGE_BELOW` of their rows, and,
+    once the index holds `MAX_SEGMENTS`, those of its smallest segments.
+
+    Each commit adds a segment; without the bound their number grew with the table's
+    history, and with it every lookup's searches and the descriptors each long-lived reader
+    holds (two a segment: 15 more a minute in the soak). The smallest are taken while each
+    holds at most twice the rows taken so far, as size-tiered LSM trees merge: a small
+    commit never rewrites a large segment, a run is copied about log(rows) times, and
+    segments of very different sizes may stay more than `MAX_SEGMENTS` (logarithmically
+    many)."""
     named: dict[str, int] = {}
     for entry in files.values():
         named[entry.segment] = named.get(entry.segment, 0) + entry.run_rows
@@ -242,7 +247,12 @@ def _carried(files: dict[str, RunEntry], catalog: Catalog) -> list[str]:
               if rows < MERGE_BELOW * catalog.segments[name].rows}
     dense = sorted((rows, name) for name, rows in named.items() if name not in sparse)
     if len(dense) >= MAX_SEGMENTS:
-        sparse.update(name for _, name in dense[:len(dense) - MAX_SEGMENTS // 2 + 1])
+        taken = new_rows
+        for count, (rows, name) in enumerate(dense):
+            if count > len(dense) - MAX_SEGMENTS // 2 or (taken and rows > 2 * taken):
+                break
+            sparse.add(name)
+            taken += rows
     return sorted(path for path, entry in files.items() if entry.segment in sparse)
 
 

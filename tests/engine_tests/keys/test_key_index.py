@@ -152,6 +152,25 @@ def test_segments_stay_few_however_many_commits_add_them(tmp_path):
     assert found == {f"f{c}.parquet": [(0, c), (1, c + 1000)] for c in range(60)}
 
 
+def test_small_commits_never_rewrite_large_segments(tmp_path):
+    """Merges go by size, as a size-tiered LSM tree's: a commit of a few keys does not copy
+    the runs of large segments, however many there are."""
+    index = _index(tmp_path)
+    big = [f for n in range(key_index.MAX_SEGMENTS)
+           for f in _add(index, {f"big{n}.parquet": list(range(n * 1000, n * 1000 + 1000))})]
+    placed = {f.file_path: index.store.catalog().files[f.file_path].segment for f in big}
+    small = [f for n in range(20) for f in _add(index, {f"small{n}.parquet": [-n - 1]})]
+    catalog = index.store.catalog()
+    assert {f.file_path: catalog.files[f.file_path].segment for f in big} == placed
+    # the 20 small runs merge among themselves, into segments of sizes about doubling
+    assert len(catalog.segments) <= key_index.MAX_SEGMENTS + 5
+    found, missing = _lookup(index, big + small, [-20, -1, 0, 15999])
+    assert not missing
+    assert {path: hits for path, hits in found.items() if hits} == {
+        "small19.parquet": [(0, -20)], "small0.parquet": [(0, -1)],
+        "big0.parquet": [(0, 0)], "big15.parquet": [(999, 15999)]}
+
+
 def test_a_damaged_segment_is_detected_and_its_files_are_re_indexed(tmp_path):
     index = _index(tmp_path)
     a, = _add(index, {"a.parquet": [3, 1, 2]})
