@@ -243,17 +243,17 @@ def _carried(files: dict[str, RunEntry], catalog: Catalog, new_rows: int) -> lis
     named: dict[str, int] = {}
     for entry in files.values():
         named[entry.segment] = named.get(entry.segment, 0) + entry.run_rows
-    sparse = {name for name, rows in named.items()
+    moving = {name for name, rows in named.items()
               if rows < MERGE_BELOW * catalog.segments[name].rows}
-    dense = sorted((rows, name) for name, rows in named.items() if name not in sparse)
+    dense = sorted((rows, name) for name, rows in named.items() if name not in moving)
     if len(dense) >= MAX_SEGMENTS:
         taken = new_rows
         for count, (rows, name) in enumerate(dense):
             if count > len(dense) - MAX_SEGMENTS // 2 or (taken and rows > 2 * taken):
                 break
-            sparse.add(name)
+            moving.add(name)
             taken += rows
-    return sorted(path for path, entry in files.items() if entry.segment in sparse)
+    return sorted(path for path, entry in files.items() if entry.segment in moving)
 
 
 _indexes: dict[Path, KeyIndex] = {}
