@@ -13,7 +13,11 @@ found live (`lookup(files)`) and judges the liveness of the rows found. That is 
 index follows compaction, position-delete rewrites, expiry, rollback and branch switches
 without being told: files it has never seen are reported missing and the reader reads their
 keys and adds them (`add`); files the table no longer has are never asked about, and leave
-the index as the least recently used once it outgrows its bound (`max_bytes`).
+the index once `STALE_GENERATIONS` updates have gone by without a reader reaching them (or
+earlier, as the least recently used, once it outgrows its bound, `max_bytes`). Without the
+first rule the files a table compacts away stayed named until the bound (8 GiB), and every
+update rewrote, and every reader re-parsed, a catalog that grew with the table's history:
+an update cost 3 ms at 500 entries and 21 ms at 3,000.
 
 `key_index(root, table_uuid, field_id, key_type)` (what `index_location.TableIndexes`
 opens) gives each index one object per process,
@@ -45,6 +49,11 @@ log = logging.getLogger(__name__)
 DEFAULT_INDEX_BYTES = 8 * 1024**3  # the bound on one index's segments on disk
 MERGE_BELOW = 0.5  # a segment whose named runs hold less than this share of it is rewritten
 MAX_SEGMENTS = 16  # an index holding this many merges its smallest into the next one
+# updates (catalog generations) after which a file no reader has reached leaves the index:
+# a file the table still has, in a part no commit touched meanwhile, is read again when
+# one does (once per this many updates at most); a file it no longer has never is
+STALE_GENERATIONS = 256
+FOUND_KEPT = 20_000  # files found held for the next add at most (forgetting some is harmless)
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,9 @@ class KeyIndex:
         self.files_found = 0  # files a lookup answered for, and those it reported missing
         self.files_missing = 0
         self._said_unwritable = False
+        # files lookups found since this process last updated the index: marked used then
+        # (a lookup writes nothing), so a file readers keep finding is never stale
+        self._found_since_update: set[str] = set()
 
     def lookup(self, files: Sequence[DataFile], needles: pa.Array) -> IndexHits:
         """The rows of `files` whose key is one of `needles` (distinct, sorted, no nulls,
@@ -111,6 +123,9 @@ class KeyIndex:
                     runs[file.file_path] = run
             self.files_found += len(runs)
             self.files_missing += len(missing)
+            if len(self._found_since_update) > FOUND_KEPT:  # a process that never adds
+                self._found_since_update.clear()
+            self._found_since_update.update(runs)
         return Coverage(runs, tuple(missing))
 
     def find(self, coverage: Coverage, file: DataFile, needles: pa.Array
@@ -132,8 +147,9 @@ class KeyIndex:
     def add(self, runs: Mapping[str, tuple[DataFile, pa.RecordBatch]],
             used: Sequence[str] = ()) -> None:
         """Add the runs of data files (path -> (file, run)) in one new segment, and mark
-        the files in `used` as just used. Beyond `max_bytes` the least recently used runs
-        leave the index; segments mostly unnamed are rewritten. A run whose segment turns
+        the files in `used`, and those lookups found since the last add, as just used.
+        Files unused for `STALE_GENERATIONS` adds leave the index, and beyond `max_bytes`
+        the least recently used; segments mostly unnamed are rewritten. A run whose segment turns
         out damaged is left out, to be read again. The index is a cache: a directory that
         cannot be written (read-only, full, under a file) is said once, not raised."""
         try:
@@ -149,10 +165,13 @@ class KeyIndex:
             generation = current.generation + 1
             files = {path: entry for path, entry in current.files.items()
                      if self._readable(current, entry)}
-            for path in used:
+            for path in {*used, *self._found_since_update}:
                 entry = files.get(path)
                 if entry is not None:
                     files[path] = moved(entry, used=generation)
+            self._found_since_update.clear()
+            files = {path: entry for path, entry in files.items()
+                     if entry.used > generation - STALE_GENERATIONS}
             files = _within(files, current, self.max_bytes
                             - sum(run.nbytes for _, run in runs.values()))
             copies: dict[str, pa.RecordBatch] = {}  # runs read whole to be carried

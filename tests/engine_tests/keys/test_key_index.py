@@ -236,6 +236,26 @@ def test_the_bound_evicts_the_least_recently_used_runs(tmp_path):
     assert _lookup(index, [a, b, c], [3])[1] == ["b.parquet"]
 
 
+def test_files_no_reader_reaches_leave_the_index_after_a_while(tmp_path, monkeypatch):
+    """A compaction replaces every file; the old ones are never asked about again and must
+    not stay named (the catalog every update rewrites grew with the table's history). A
+    file lookups keep finding stays, however many updates go by; it is marked used by the
+    next update of the process that found it, not by the lookup (which writes nothing)."""
+    monkeypatch.setattr(key_index, "STALE_GENERATIONS", 4)
+    index = _index(tmp_path)
+    kept, dropped = _add(index, {"kept.parquet": [1, 2], "dropped.parquet": [3]})
+    for commit in range(10):
+        assert _lookup(index, [kept], [2])[0] == {"kept.parquet": [(1, 2)]}
+        _add(index, {f"new{commit}.parquet": [100 + commit]})
+    names = set(index.store.catalog().files)
+    assert "kept.parquet" in names and "dropped.parquet" not in names
+    assert names == {"kept.parquet", *(f"new{c}.parquet" for c in range(6, 10))}
+    assert _lookup(_index(tmp_path), [kept, dropped], [1, 3]) \
+        == ({"kept.parquet": [(0, 1)]}, ["dropped.parquet"])
+    # the runs that left are gone from disk too, once their segments were rewritten
+    assert len(index.store.catalog().segments) <= 6
+
+
 def test_a_writer_killed_before_its_catalog_leaves_the_old_index_usable(tmp_path):
     """kill -9 between the new segment's rename and the catalog's: the next reader sees
     the old catalog (the new file's run missing, read again), and the next writer removes
