@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -52,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,14 +62,8 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testbed"))
 
 from kafka_broker import KafkaBroker
-from kafka_read import (
-    canonical_rows,
-    confirmed,
-    folded_images,
-    markers,
-    read_topic,
-    settled,
-)
+from kafka_follow import TopicFollower
+from kafka_read import canonical_rows, confirmed, folded_images, markers, read_topic
 from loopback_ports import free_port
 from seaweed_server import SeaweedServer
 from service_process import Pipeline, ServiceProcess, descendants, write_config
@@ -75,7 +71,7 @@ from tcp_proxy import LoopbackProxy
 
 from live.client import Commit, LiveWriter, truth_table
 from live.mirror import differences, ledger_time, read_mirror, truth_rows
-from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC
+from meltwater.service.spark_output import SPARK_LOG_NAME
 from meltwater.sinks.ledger import LEDGER_TABLE
 from meltwater.sinks.mirror_stream import ledger_name
 
@@ -86,6 +82,7 @@ FAULTS = ("kill-9", "broker-cut", "store-down", "disk-full")
 TOPIC = "soak.orders"
 CATCH_UP_S = 300  # how long the service may take to catch up once the faults are over
 TOPIC_CHECK_S = 60  # how often the whole topic is read back and folded
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class SoakFailedError(Exception):
@@ -208,10 +205,16 @@ class Sample:
     at: float
     rss: dict[str, int]  # bytes, by role: service (its Python), jvm, workers
     open_files: dict[str, int]
-    checkpoint_bytes: int
+    checkpoint_bytes: int  # the checkpoints' state, not the Spark log kept beside them
+    spark_log_bytes: int  # that log (rotated at 16 MiB, one old file kept)
     mirror_bytes: int
     index_bytes: int  # the key indexes: a cache, bounded by its merges and its size limit
     health: int | None
+    # CPU seconds since the previous sample, by role: the service's processes as above, the
+    # live Iceberg Java writer (its JVM and children) and the soak itself (its checks);
+    # they share the machine's cores, so a writer or a check growing costly slows the
+    # service's commits as much as anything the service does
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 def _rss(pid: int) -> int:
@@ -237,16 +240,54 @@ def _role(pid: int) -> str:
     return "jvm" if name == "java" else "workers"
 
 
-def tree_bytes(path: Path, skip: Path | None = None) -> int:
-    """Bytes of the files under `path` (not `skip`)."""
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used (0 when it is gone)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return 0.0
+
+
+class CpuMeter:
+    """CPU seconds used between two looks, by role, over processes that come and go (a
+    kill -9 replaces the service's; a process first seen counts all it has used)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, float] = {}
+
+    def used(self, roles: dict[str, list[int]]) -> dict[str, float]:
+        now: dict[int, float] = {}
+        used: dict[str, float] = {}
+        for role, pids in roles.items():
+            total = 0.0
+            for pid in pids:
+                seconds = now[pid] = _cpu_seconds(pid)
+                total += max(0.0, seconds - self._last.get(pid, 0.0))
+            used[role] = round(total, 2)
+        self._last = now
+        return used
+
+
+def tree_bytes(path: Path, skip: Callable[[Path], bool] = lambda _: False) -> int:
+    """Bytes of the files under `path` (or of `path`, a file), but those `skip` names."""
+    if path.is_file():
+        with contextlib.suppress(OSError):  # gone meanwhile: 0
+            return 0 if skip(path) else path.stat().st_size
+        return 0
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
             file = Path(root, name)
-            if file != skip:
+            if not skip(file):
                 with contextlib.suppress(OSError):
                     total += file.stat().st_size
     return total
+
+
+def spark_log(path: Path) -> bool:
+    """Whether a file is the service's Spark log (`spark.log`, `spark.log.1`), which it
+    keeps beside the first checkpoint: bounded by its rotation, not checkpoint state."""
+    return path.name.startswith(SPARK_LOG_NAME)
 
 
 # -- faults ----------------------------------------------------------------------------------
@@ -347,6 +388,7 @@ class Soak:
         self.samples: list[Sample] = []
         self.service_starts = 0
         self.filler: Path | None = None
+        self.cpu = CpuMeter()
         self.faults = Faults(self, [k for k in args.faults.split(",") if k])
 
     def elapsed(self) -> float:
@@ -444,41 +486,43 @@ class Soak:
 
     def topic_position(self) -> int | None:
         """The snapshot the topic's last committed marker names."""
-        found = markers(self.broker.bootstrap, self.transactional_id)
+        self.follower.advance()
+        found = self.follower.markers
         return found[-1]["snapshot_id"] if found else None
 
     def check_topic(self) -> bool:
-        """The whole topic read back: no event twice, folded equal to Iceberg Java. Read only
-        while no transaction is open in it, before and after (`kafka_read.settled`: Tansu
-        would hide a partition with one open); False when it was not, to look again soon."""
-        topics = (TOPIC, DEFAULT_BATCHES_TOPIC)
-        bootstrap = self.broker.bootstrap
-        if not all(settled(bootstrap, t) for t in topics):
+        """The topic read on from the last look (`kafka_follow`): no event twice, folded
+        equal to Iceberg Java at the snapshot its last marker names. False when a
+        transaction was open (Tansu would hide its partitions), to look again soon."""
+        if not self.follower.advance():
             return False
-        found = markers(bootstrap, self.transactional_id)
-        read = read_topic(bootstrap, TOPIC)
-        if not all(settled(bootstrap, t) for t in topics):
-            return False
-        if not found:
+        follower = self.follower
+        self.events_twice = len(follower.twice)
+        if follower.twice:
+            raise SoakFailedError(f"{len(follower.twice)} events in the topic twice, e.g. "
+                                  f"{follower.twice[:3]}")
+        if not follower.markers:
             return True
-        commit = self.by_snapshot.get(found[-1]["snapshot_id"])
+        commit = self.by_snapshot.get(follower.markers[-1]["snapshot_id"])
         if commit is None:
             raise SoakFailedError(f"the topic's marker names snapshot "
-                                  f"{found[-1]['snapshot_id']}, which the live writer never "
-                                  "committed")
-        messages = confirmed(read, found)
-        twice = [i for i, n in Counter(m.event_id for m in messages).items() if n > 1]
-        self.events_twice = len(twice)
-        if twice:
-            raise SoakFailedError(f"{len(twice)} events in the topic twice, e.g. {twice[:3]}")
-        folded = folded_images(messages)
+                                  f"{follower.markers[-1]['snapshot_id']}, which the live "
+                                  "writer never committed")
+        folded = follower.folded_images()
         truth = canonical_rows(truth_table(commit))
         if folded != truth:
+            # read whole, as a new consumer would: says whether the topic or the follower
+            # is wrong
+            whole = confirmed(read_topic(self.broker.bootstrap, TOPIC),
+                              markers(self.broker.bootstrap, self.transactional_id))
+            self.log(f"the topic read whole ({len(whole)} messages) "
+                     f"{'equals' if folded_images(whole) == truth else 'differs from'} "
+                     "Iceberg Java too")
             raise SoakFailedError(f"the topic folded at snapshot {commit.snapshot_id} differs from "
                              f"Iceberg Java: {len(set(folded) - set(truth))} rows only in the "
                              f"topic, {len(set(truth) - set(folded))} only in the table")
         self.topic_checks += 1
-        self.topic_events = sum(m.value is not None for m in messages)
+        self.topic_events = follower.events
         self.last_topic_sequence = commit.sequence_number
         return True
 
@@ -486,18 +530,24 @@ class Soak:
         pid = self.service.process.pid
         rss = {"service": _rss(pid), "jvm": 0, "workers": 0}
         files = {"service": _open_files(pid), "jvm": 0, "workers": 0}
+        pids: dict[str, list[int]] = {"service": [pid], "jvm": [], "workers": []}
         for child in descendants(pid):
             role = _role(child)
             if role in rss:
                 rss[role] += _rss(child)
                 files[role] += _open_files(child)
+                pids[role].append(child)
+        writer = self.writer.process.pid
+        pids["writer"] = [writer, *descendants(writer)]
+        pids["soak"] = [os.getpid()]
         answer = self.watch_health()
         self.samples.append(Sample(
             self.elapsed(), rss, files,
-            tree_bytes(self.checkpoints, skip=self.filler),
+            tree_bytes(self.checkpoints, skip=lambda p: p == self.filler or spark_log(p)),
+            tree_bytes(self.checkpoints, skip=lambda p: not spark_log(p)),
             sum(tree_bytes(p) for p in self.work.glob("*.db*")),
             tree_bytes(self.work / "key-index"),
-            None if answer is None else answer[0]))
+            None if answer is None else answer[0], self.cpu.used(pids)))
 
     def watch_health(self) -> tuple[int, dict[str, Any]] | None:
         """/health now; during a fault, what it says (each pipeline's state and error)
@@ -586,6 +636,8 @@ class Soak:
                           "table": "items", "key": ["id"]})]
             self.transactional_id = "meltwater-" + ledger_name(
                 "topic", str(self.checkpoints / "topic"))
+            self.follower = TopicFollower(self.broker.bootstrap, TOPIC, self.transactional_id)
+            stack.callback(self.follower.close)
             self.port = free_port()
             self.config = write_config(self.work / "service.toml", pipelines, port=self.port,
                                        progress="off")
@@ -736,12 +788,27 @@ class Soak:
                                      s.checkpoint_bytes for s in settled),
                                  "end": self.samples[-1].checkpoint_bytes,
                                  "max": max(s.checkpoint_bytes for s in self.samples)},
+            "spark_log_bytes": {"end": self.samples[-1].spark_log_bytes,
+                                "max": max(s.spark_log_bytes for s in self.samples)},
+            "cpu_per_live_commit_s": {"first_10min": self.cpu_per_commit(0, 600),
+                                      "last_10min": self.cpu_per_commit(end - 600, end)},
             "index_bytes": {"after_10min": statistics.median(s.index_bytes for s in settled),
                             "end": self.samples[-1].index_bytes,
                             "max": max(s.index_bytes for s in self.samples)},
             "samples": [asdict(s) for s in self.samples],
             "latencies": timed,
         }
+
+
+    def cpu_per_commit(self, begin: float, end: float) -> dict[str, float]:
+        """CPU seconds a live commit, by role, over the samples in [begin, end)."""
+        commits = sum(begin <= c.timestamp_ms / 1000 - self.wall_start < end
+                      for c in self.commits)
+        used: Counter[str] = Counter()
+        for sample in self.samples:
+            if begin <= sample.at < end:
+                used.update(sample.cpu)
+        return {role: round(seconds / max(commits, 1), 3) for role, seconds in used.items()}
 
 
 MAINTENANCE_KINDS = frozenset({"compact", "expire", "rewrite-deletes", "rollback"})
@@ -762,7 +829,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     samples = result["samples"]
     minutes = [s["at"] / 60 for s in samples]
-    figure, axes = plt.subplots(4, 1, figsize=(10, 11), sharex=True)
+    figure, axes = plt.subplots(5, 1, figsize=(10, 13), sharex=True)
     for role in ("service", "jvm", "workers"):
         axes[0].plot(minutes, [s["rss"][role] / 2**20 for s in samples], label=role)
         axes[1].plot(minutes, [s["open_files"][role] for s in samples], label=role)
@@ -774,7 +841,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
                     [x for _, x in result["latencies"]], s=4)
     axes[3].set_yscale("log")
     axes[3].set_ylabel("commit -> mirror (s)")
-    axes[3].set_xlabel("minutes")
+    spans = [b["at"] - a["at"] for a, b in itertools.pairwise(samples)]
+    for role in sorted({r for s in samples for r in s.get("cpu", {})}):
+        axes[4].plot(minutes[1:], [s["cpu"].get(role, 0) / span for s, span
+                                   in zip(samples[1:], spans, strict=True)], label=role)
+    axes[4].set_ylabel("CPU (cores)")
+    axes[4].legend()
+    axes[4].set_xlabel("minutes")
     colours = dict(zip(FAULTS, ("red", "orange", "purple", "grey"), strict=True))
     for fault in result["faults"]:
         for axis in axes:
@@ -810,6 +883,12 @@ def print_report(result: dict[str, Any]) -> None:
           f"{result['checkpoint_bytes']['after_10min'] / 2**20:.1f} MiB -> "
           f"{result['checkpoint_bytes']['end'] / 2**20:.1f} MiB (max "
           f"{result['checkpoint_bytes']['max'] / 2**20:.1f})")
+    if "cpu_per_live_commit_s" in result:  # not in the results of runs before it was sampled
+        cpu = result["cpu_per_live_commit_s"]
+        print("CPU s a live commit, first 10 min -> last 10 min: " + ", ".join(
+            f"{r} {cpu['first_10min'].get(r, 0):.2f} -> {cpu['last_10min'].get(r, 0):.2f}"
+            for r in sorted(cpu["last_10min"])) + f"; Spark log "
+            f"{result['spark_log_bytes']['end'] / 2**20:.1f} MiB (beside the checkpoints)")
     if "index_bytes" in result:  # not in the results of runs before it was sampled
         index = result["index_bytes"]
         print(f"key indexes {index['after_10min'] / 2**20:.1f} MiB -> "
