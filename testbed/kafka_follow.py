@@ -58,7 +58,10 @@ class TopicFollower:
     def _consumer(self, isolation: str) -> Consumer:
         return Consumer({"bootstrap.servers": self.bootstrap, "group.id": "meltwater-soak",
                          "isolation.level": isolation, "enable.auto.commit": False,
-                         "auto.offset.reset": "error"})
+                         "auto.offset.reset": "error",
+                         # its consumers live through the soak's broker cuts: their
+                         # reconnect attempts are not news (syslog levels; 3 is an error)
+                         "log_level": 2})
 
     def close(self) -> None:
         self._changes.consumer.close()
