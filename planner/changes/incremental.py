@@ -67,6 +67,10 @@ class IncrementalPlanner:
         self._state: TableState | None = None
         # each data manifest's first row id as the state's files were decoded with it
         self._row_ids: dict[str, int | None] = {}
+        # the manifests the last commit advanced over lists: those the next one drops
+        # leave the manifest cache (`ManifestReader.forget`)
+        self._listed: dict[str, ManifestFile] | None = None
+        self._listed_at: int | None = None
 
     def use_metadata(self, table: Table) -> None:
         """Plan with a newer metadata file of the same table (a stream's reload): the
@@ -347,6 +351,10 @@ class IncrementalPlanner:
         after = state.advanced(snapshot.snapshot_id, delta)
         self._refresh_row_ids(after, data_manifests)
         self._state = after
+        listed = {m.manifest_path: m for m in manifests}
+        if self._listed is not None and self._listed_at == snapshot.parent_id:
+            self.reader.forget([m for path, m in self._listed.items() if path not in listed])
+        self._listed, self._listed_at = listed, snapshot.snapshot_id
         self.stats.add(data_files_considered=len(delta.added_data) + len(delta.removed_data),
                        delete_files_considered=len(delta.added_deletes)
                        + len(delta.removed_deletes))

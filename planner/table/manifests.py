@@ -359,6 +359,14 @@ class ManifestCache:
             count = self._partial_reads[key] = self._partial_reads.get(key, 0) + 1
             return count
 
+    def discard(self, keys: Collection[object]) -> None:
+        """Drop the cached manifests of `keys` (those a commit took out of its table)."""
+        with self._lock:
+            for key in keys:
+                evicted = self._items.pop(key, None)
+                if evicted is not None:
+                    self._size -= len(evicted)
+
     def clear(self) -> None:
         """Drop every cached manifest and reset the size count."""
         with self._lock:
@@ -406,6 +414,15 @@ class ManifestReader:
         return self.cache.get(
             _cache_key(manifest),
             lambda: _read_manifest(self.io, manifest, self.metadata, self._decoder))
+
+    def forget(self, manifests: Collection[ManifestFile]) -> None:
+        """Drop these manifests from the cache: a stream that saw a commit take them out
+        of the table (compaction, a merge of manifests, a rewrite) will not read them
+        again, and a cache bounded only by its entries (`ManifestCache.max_entries`) kept
+        every manifest a long-running stream ever read, 29 KB a commit in the soak.
+        Another reader that still wants one decodes it again."""
+        if self.cache is not None:
+            self.cache.discard([_cache_key(m) for m in manifests])
 
     def entries_naming(self, manifest: ManifestFile,
                        paths: Collection[str]) -> tuple[ManifestEntry, ...]:

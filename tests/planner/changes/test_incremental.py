@@ -354,3 +354,32 @@ def test_a_planner_filter_prunes_by_partition_and_metrics(corpus):
             category_a.add(task.data_file.file_path)
     assert category_a and len(category_a) < len(everything)
     assert {t.data_file.file_path for t in tasks} == category_a
+
+
+def test_a_stream_keeps_no_manifest_its_table_dropped(corpus):
+    """A stream's planner reads each commit's manifests once, and the manifest cache kept
+    them all (its bound, 2M entries, is gigabytes): every manifest a compaction or a merge
+    took out of the table stayed in memory for the life of the service. Advanced commit by
+    commit, the cache holds only manifests the newest commit's manifest list names (read
+    with fastavro)."""
+    import fastavro
+
+    from meltwater.planner.table.manifests import ManifestCache
+
+    scenario = corpus.scenarios["maintenance"]
+    table = load_table(scenario.location)
+    cache = ManifestCache()
+    planner = IncrementalPlanner(table, cache=cache)
+    dropped = 0
+    listed_before: set[str] = set()
+    retained = [s for s in scenario.snapshots if s.snapshot_id in table.metadata.snapshots]
+    for ordinal, truth in enumerate(retained):
+        snapshot = table.metadata.snapshot(truth.snapshot_id)
+        planner.plan_commit(snapshot, ordinal)
+        with open(snapshot.manifest_list.removeprefix("file:"), "rb") as listing:
+            listed = {m["manifest_path"] for m in fastavro.reader(listing)}
+        dropped += bool(listed_before - listed)
+        listed_before = listed
+        cached = {key[0] for key in cache._items}
+        assert cached <= listed, f"{truth.label}: {len(cached - listed)} dropped manifests cached"
+    assert dropped >= 1  # the history has commits that take manifests out
