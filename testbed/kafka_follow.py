@@ -2,10 +2,10 @@
 does: what the soak checks the topic with.
 
 `kafka_read.read_topic` reads a topic whole, which a test does once; the soak looked every
-minute, and a look cost what the topic held: in a 40-minute soak the soak's own CPU a
-commit went from 0.11 s to 0.49 s, on the cores the service shares, so the service's
-latency late in a run paid for the checker's history. A `TopicFollower` keeps its
-positions and the folded state, and reads what came since.
+minute, and a look cost what the topic held (with the mirror check's ledger reads, the
+soak's own CPU a commit went from 0.11 s to 0.49 s in 40 minutes, on the cores the
+service shares, so the service's latency late in a run paid for the checker's history).
+A `TopicFollower` keeps its positions and the folded state, and reads what came since.
 
 What it checks is what `read_topic` + `confirmed` + `folded_images` check: the messages of
 attempts a marker names (an aborted attempt's are never read, the consumer being
@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient
-from kafka_read import Message
+from kafka_read import Message, settled_ends
 
 from meltwater.sinks.kafka_sink import DEFAULT_BATCHES_TOPIC
 
@@ -44,11 +43,11 @@ class TopicFollower:
                  batches_topic: str = DEFAULT_BATCHES_TOPIC) -> None:
         self.bootstrap = bootstrap
         self.transactional_id = transactional_id.encode()
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
         self._changes = _Followed(topic, self._consumer("read_committed"))
         self._batches = _Followed(batches_topic, self._consumer("read_committed"))
         self.markers: list[dict] = []  # this pipeline's, in order
         self._confirmed: set[str] = set()  # attempts a marker names
+        self._unfolded: list[str] = []  # those named since the last fold, in order
         self._pending: dict[str, list[Message]] = {}  # attempt -> its messages, unconfirmed
         self.event_ids: set[str] = set()
         self.twice: list[str] = []
@@ -74,7 +73,7 @@ class TopicFollower:
         was read is kept, the rest is read next time."""
         ends = {}
         for followed in (self._batches, self._changes):  # markers' ends first: see above
-            found = self._settled_ends(followed.topic, timeout)
+            found = settled_ends(self.bootstrap, followed.topic, timeout)
             if found is None:
                 return False
             ends[followed.topic] = found
@@ -83,23 +82,6 @@ class TopicFollower:
             whole &= self._read(followed, ends[followed.topic], timeout)
         self._fold()
         return whole
-
-    def _settled_ends(self, topic: str, timeout: float) -> dict[int, int] | None:
-        """Each partition's end, or None while a transaction is open in the topic."""
-        topics = self._admin.list_topics(timeout=timeout).topics
-        if topic not in topics:
-            return {}
-        partitions = list(topics[topic].partitions)
-        ends = []
-        for isolation in ("read_committed", "read_uncommitted"):
-            consumer = self._consumer(isolation)
-            try:
-                ends.append({p: consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=timeout, cached=False)[1]
-                    for p in partitions})
-            finally:
-                consumer.close()
-        return ends[0] if ends[0] == ends[1] else None
 
     def _read(self, followed: _Followed, ends: dict[int, int], timeout: float) -> bool:
         """Read a topic on to `ends`. Where the consumer is comes from its own position,
@@ -142,14 +124,19 @@ class TopicFollower:
                 marker = json.loads(message.value or b"null")
                 self.markers.append(marker)
                 self._confirmed.add(marker["transaction"])
+                self._unfolded.append(marker["transaction"])
             return
         self._pending.setdefault(message.transaction, []).append(message)
 
     def _fold(self) -> None:
-        """Fold the messages of confirmed attempts, in the order their markers came."""
-        for marker in self.markers:
-            messages = self._pending.pop(marker["transaction"], None)
-            for message in sorted(messages or [], key=lambda m: (m.partition, m.offset)):
+        """Fold the messages of the attempts confirmed since the last fold, in the order
+        their markers came (and any of an attempt confirmed earlier that came late, which
+        the order of the ends should rule out): a look costs what came since, not what
+        the topic holds."""
+        late = [a for a in self._pending if a in self._confirmed and a not in self._unfolded]
+        for attempt in [*self._unfolded, *late]:
+            for message in sorted(self._pending.pop(attempt, []),
+                                  key=lambda m: (m.partition, m.offset)):
                 if message.event_id in self.event_ids:
                     self.twice.append(message.event_id)
                 self.event_ids.add(message.event_id)
@@ -161,6 +148,7 @@ class TopicFollower:
                     self.folded.pop(message.key_text, None)
                 else:
                     self.folded[message.key_text] = event["after"]
+        self._unfolded.clear()
 
     def folded_images(self) -> list[str]:
         """What a consumer folding the topic holds: as `kafka_read.folded_images` says it."""

@@ -184,14 +184,20 @@ def settled(bootstrap: str, topic: str, timeout: float = 60) -> bool:
     Kafka answers the last stable offset), so `read_topic` reads such a partition as
     empty: a reader that must see every committed message (the soak) reads only while the
     topic is settled, before and after."""
+    return settled_ends(bootstrap, topic, timeout) is not None
+
+
+def settled_ends(bootstrap: str, topic: str, timeout: float = 60) -> dict[int, int] | None:
+    """Each partition's end (none before the topic exists), or None while a transaction is
+    open in the topic (see `settled`)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = admin.list_topics(timeout=timeout).topics
     if topic not in topics:
-        return True
+        return {}
     partitions = list(topics[topic].partitions)
-    ends = [_ends(bootstrap, topic, partitions, isolation, timeout)
-            for isolation in ("read_committed", "read_uncommitted")]
-    return ends[0] == ends[1]
+    committed, uncommitted = (_ends(bootstrap, topic, partitions, isolation, timeout)
+                              for isolation in ("read_committed", "read_uncommitted"))
+    return dict(zip(partitions, committed, strict=True)) if committed == uncommitted else None
 
 
 def _ends(bootstrap: str, topic: str, partitions: list[int], isolation: str,
